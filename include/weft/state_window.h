@@ -1,0 +1,64 @@
+/*
+ * state_window.h — the fixed layout of every rank's pinned state window.
+ *
+ * Each rank owns one window, registered with the transport at init and
+ * reachable by weft_get / weft_put / weft_atomic_* through
+ * weft_state_window(). Every word is 64 bits; every word that two parties
+ * touch concurrently sits on its own 64-byte cache line so that a peer's
+ * atomic never false-shares with the owner's stores.
+ *
+ * Who writes each word, and how (see docs/state-window.md):
+ *   OWNER-STORE words are written only by the owning rank with CPU atomics
+ *   (store/fetch-add); peers only *read* them (weft_get). They may mix CPU
+ *   writes with remote reads on any device.
+ *   REMOTE-ATOMIC words are changed by peers with one-sided atomics. When the
+ *   transport reports WEFT_ATOMIC_SCOPE_DEVICE (NIC atomics not coherent with
+ *   the CPU), the owner also updates them only through the transport (an
+ *   atomic to itself, i.e. loopback), never with CPU atomics.
+ */
+#ifndef WEFT_STATE_WINDOW_H
+#define WEFT_STATE_WINDOW_H
+
+#include <stdint.h>
+
+#define WEFT_STATE_MAGIC 0x5745465453574e31ull /* "WEFTSWN1" */
+#define WEFT_STATE_LAYOUT_VERSION 1u
+#define WEFT_STATE_LINE 64u
+#define WEFT_STATE_COMM_SLOTS 256u      /* Collective-Clock records */
+#define WEFT_STATE_FAILURE_WORDS 64u    /* bitmap of 4096 ranks */
+
+/* Byte offsets of each word inside the window. */
+enum weft_state_offset {
+    /* line 0, OWNER-STORE, written once at init: magic, version, rank, pid */
+    WEFT_STATE_MAGIC_OFF = 0,
+    WEFT_STATE_VERSION_OFF = 8,
+    WEFT_STATE_OWNER_RANK_OFF = 16,
+    WEFT_STATE_OWNER_PID_OFF = 24,
+    /* OWNER-STORE: incremented by the owner while it is alive and running;
+     * observed one-sidedly by the failure detector. */
+    WEFT_STATE_HEARTBEAT_OFF = 1 * WEFT_STATE_LINE,
+    /* REMOTE-ATOMIC: drain/checkpoint epoch (compare-swap by whoever starts
+     * an attempt). */
+    WEFT_STATE_EPOCH_OFF = 2 * WEFT_STATE_LINE,
+    /* OWNER-STORE: point-to-point messages sent / received by this rank. */
+    WEFT_STATE_P2P_SENT_OFF = 3 * WEFT_STATE_LINE,
+    WEFT_STATE_P2P_RECEIVED_OFF = 4 * WEFT_STATE_LINE,
+    /* REMOTE-ATOMIC: failure notices pushed to this rank (fetch-add). */
+    WEFT_STATE_FAILURE_NOTICES_OFF = 5 * WEFT_STATE_LINE,
+    /* REMOTE-ATOMIC: bitmap of ranks known failed, set by compare-swap. */
+    WEFT_STATE_FAILURE_BITMAP_OFF = 6 * WEFT_STATE_LINE,
+    /* Collective-Clock records, one cache line per communicator slot:
+     *   +0 seq     OWNER-STORE   (commit_begin increments it)
+     *   +8 target  REMOTE-ATOMIC (peers raise it with a compare-swap max) */
+    WEFT_STATE_CLOCKS_OFF = 6 * WEFT_STATE_LINE + WEFT_STATE_FAILURE_WORDS * 8,
+    WEFT_STATE_CLOCK_SEQ = 0,
+    WEFT_STATE_CLOCK_TARGET = 8,
+    WEFT_STATE_SIZE = 6 * WEFT_STATE_LINE + WEFT_STATE_FAILURE_WORDS * 8 +
+                      WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE
+};
+
+/* Offset of communicator slot `slot`'s record field (SEQ or TARGET). */
+#define WEFT_STATE_CLOCK_OFF(slot, field) \
+    ((uint64_t)WEFT_STATE_CLOCKS_OFF + (uint64_t)(slot) * WEFT_STATE_LINE + (field))
+
+#endif /* WEFT_STATE_WINDOW_H */

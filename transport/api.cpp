@@ -1,0 +1,330 @@
+// api.cpp — the C ABI (weft.h) over the C++ runtime.
+//
+// Every entry validates its handle and arguments, turns any C++ exception
+// into a status (none may cross into C), and logs where it rejects input.
+// The RMA entries are the hot path: the checks are a few compares on data
+// already in the window's first cache lines, then one call through the
+// window's bound RmaOps.
+#include "transport/runtime.hpp"
+
+#include <new>
+
+using weft::Runtime;
+using weft::Status;
+
+namespace {
+
+std::vector<weft_context*>& tombstones() {
+    // Released contexts are kept (a few bytes each) so a stale handle reads
+    // a dead magic instead of freed memory.
+    static std::vector<weft_context*> t;
+    return t;
+}
+
+inline Runtime* runtime_of(weft_context_t ctx) {
+    if (__builtin_expect(!ctx || ctx->magic != weft_context::live_magic, 0)) return nullptr;
+    return ctx->rt;
+}
+
+inline bool window_live(weft_window_t w) {
+    return w && w->magic == weft_window::live_magic;
+}
+
+template <typename F>
+Status guarded(F&& f) noexcept {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "out of memory");
+    } catch (const std::exception& e) {
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: %s", e.what());
+    } catch (...) {
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: unknown exception");
+    }
+}
+
+#define REQUIRE_RT(ctx, rt)                                                               \
+    Runtime* rt = runtime_of(ctx);                                                        \
+    if (__builtin_expect(!rt, 0))                                                         \
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", __func__)
+
+#define REQUIRE_PTR(p) \
+    if (__builtin_expect(!(p), 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p)
+
+[[gnu::cold]] Status bad_window(const char* fn) {
+    return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: window is null or freed", fn);
+}
+
+// Common checks for an RMA access of len bytes at offset of rank's region.
+inline Status check_access(weft_window_t w, uint32_t rank, uint64_t offset, size_t len,
+                           const char* fn) {
+    if (__builtin_expect(rank >= w->nranks, 0))
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside window of %u ranks", fn, rank,
+                         w->nranks);
+    const uint64_t size = w->remote[rank].size;
+    if (__builtin_expect(len > size || offset > size - len, 0))
+        return WEFT_FAIL(WEFT_ERR_OUT_OF_RANGE,
+                         "%s: [%llu, +%zu) outside rank %u's %llu-byte region", fn,
+                         static_cast<unsigned long long>(offset), len, rank,
+                         static_cast<unsigned long long>(size));
+    if (__builtin_expect(w->rt->peer_failed(rank), 0))
+        return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: rank %u has failed", fn, rank);
+    return WEFT_OK;
+}
+
+inline Status check_atomic(weft_window_t w, uint32_t rank, uint64_t offset, uint64_t* old,
+                           const char* fn) {
+    if (__builtin_expect(!old, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: old_value is NULL", fn);
+    if (__builtin_expect((offset & 7) != 0, 0))
+        return WEFT_FAIL(WEFT_ERR_UNALIGNED, "%s: offset %llu is not 8-byte aligned", fn,
+                         static_cast<unsigned long long>(offset));
+    return check_access(w, rank, offset, 8, fn);
+}
+
+}  // namespace
+
+extern "C" {
+
+weft_status_t weft_init(weft_context_t* ctx_out) {
+    if (!ctx_out) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init: ctx_out is NULL");
+    return guarded([&]() -> Status {
+        auto rt = std::make_unique<Runtime>();
+        Status st = rt->init();
+        if (st != WEFT_OK) return st;
+        auto* c = new weft_context;
+        c->rt = rt.release();
+        *ctx_out = c;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_finalize(weft_context_t ctx) {
+    REQUIRE_RT(ctx, rt);
+    return guarded([&]() -> Status {
+        Status st = rt->finalize();
+        delete rt;
+        ctx->rt = nullptr;
+        ctx->magic = weft_context::dead_magic;
+        tombstones().push_back(ctx);
+        return st;
+    });
+}
+
+weft_status_t weft_rank(weft_context_t ctx, uint32_t* rank) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(rank);
+    *rank = rt->rank();
+    return WEFT_OK;
+}
+
+weft_status_t weft_size(weft_context_t ctx, uint32_t* size) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(size);
+    *size = rt->size();
+    return WEFT_OK;
+}
+
+weft_status_t weft_job_id(weft_context_t ctx, uint32_t* job) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(job);
+    *job = rt->job();
+    return WEFT_OK;
+}
+
+weft_status_t weft_universe_size(weft_context_t ctx, uint32_t* n) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(n);
+    *n = rt->universe_size();
+    return WEFT_OK;
+}
+
+weft_status_t weft_peer_lookup(weft_context_t ctx, uint32_t job, uint32_t rank, uint32_t* peer) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(peer);
+    const auto& sizes = rt->bootstrap().job_sizes();
+    if (job >= sizes.size() || rank >= sizes[job])
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_lookup: no job %u rank %u", job, rank);
+    *peer = rt->peer_of_universe(rt->bootstrap().universe_index(job, rank));
+    return WEFT_OK;
+}
+
+weft_status_t weft_peer_identity(weft_context_t ctx, uint32_t peer, uint32_t* job, uint32_t* rank) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(job);
+    REQUIRE_PTR(rank);
+    if (peer >= rt->universe_size())
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_identity: peer %u >= universe %u", peer,
+                         rt->universe_size());
+    *job = rt->peer(peer).job;
+    *rank = rt->peer(peer).rank;
+    return WEFT_OK;
+}
+
+weft_status_t weft_query_caps(weft_context_t ctx, weft_caps_t* caps) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(caps);
+    rt->backend().query_caps(*caps);
+    return WEFT_OK;
+}
+
+weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_out,
+                                   weft_window_t* win_out) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(base_out);
+    REQUIRE_PTR(win_out);
+    return guarded([&]() -> Status {
+        weft_window* w = nullptr;
+        Status st = rt->window_create(true, nullptr, size, w);
+        if (st != WEFT_OK) return st;
+        *base_out = w->local_base;
+        *win_out = w;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_window_register(weft_context_t ctx, void* base, size_t size,
+                                   weft_window_t* win_out) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(win_out);
+    if (!base && size > 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_window_register: base is NULL");
+    return guarded([&]() -> Status {
+        weft_window* w = nullptr;
+        Status st = rt->window_create(false, base, size, w);
+        if (st != WEFT_OK) return st;
+        *win_out = w;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_window_free(weft_window_t win) {
+    if (!window_live(win)) return bad_window(__func__);
+    return guarded([&]() -> Status { return win->rt->window_free(win); });
+}
+
+weft_status_t weft_state_window(weft_context_t ctx, weft_window_t* win_out) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(win_out);
+    *win_out = rt->state_window();
+    return WEFT_OK;
+}
+
+weft_status_t weft_window_local(weft_window_t win, void** base, size_t* size) {
+    if (!window_live(win)) return bad_window(__func__);
+    REQUIRE_PTR(base);
+    REQUIRE_PTR(size);
+    *base = win->local_base;
+    *size = win->local_size;
+    return WEFT_OK;
+}
+
+weft_status_t weft_put(weft_window_t win, uint32_t rank, uint64_t offset, const void* src, size_t len) {
+    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    if (__builtin_expect(!src && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_put: src is NULL");
+    Status st = check_access(win, rank, offset, len, __func__);
+    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    if (len == 0) return WEFT_OK;
+    return win->ops->put(win, rank, offset, src, len);
+}
+
+weft_status_t weft_get(weft_window_t win, uint32_t rank, uint64_t offset, void* dst, size_t len) {
+    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    if (__builtin_expect(!dst && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_get: dst is NULL");
+    Status st = check_access(win, rank, offset, len, __func__);
+    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    if (len == 0) return WEFT_OK;
+    return win->ops->get(win, rank, offset, dst, len);
+}
+
+weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t offset,
+                                    uint64_t value, uint64_t* old_value) {
+    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    Status st = check_atomic(win, rank, offset, old_value, __func__);
+    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    return win->ops->fetch_add(win, rank, offset, value, old_value);
+}
+
+weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_t offset,
+                                       uint64_t expected, uint64_t desired, uint64_t* old_value) {
+    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    Status st = check_atomic(win, rank, offset, old_value, __func__);
+    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    return win->ops->compare_swap(win, rank, offset, expected, desired, old_value);
+}
+
+weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset, uint64_t value,
+                               uint64_t* old_value) {
+    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    Status st = check_atomic(win, rank, offset, old_value, __func__);
+    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    return win->ops->swap(win, rank, offset, value, old_value);
+}
+
+weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
+    if (!window_live(win)) return bad_window(__func__);
+    if (rank != WEFT_RANK_ALL && rank >= win->nranks)
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_flush: rank %u outside window of %u ranks", rank,
+                         win->nranks);
+    return guarded([&]() -> Status { return win->rt->backend().flush(*win, rank); });
+}
+
+weft_status_t weft_am_register(weft_context_t ctx, uint32_t id, weft_am_handler_t handler, void* arg) {
+    REQUIRE_RT(ctx, rt);
+    return rt->am_register(id, handler, arg);
+}
+
+weft_status_t weft_am_send(weft_context_t ctx, uint32_t peer, uint32_t id, const void* payload,
+                           size_t len) {
+    REQUIRE_RT(ctx, rt);
+    if (__builtin_expect(peer >= rt->universe_size(), 0))
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_am_send: peer %u >= universe %u", peer,
+                         rt->universe_size());
+    if (__builtin_expect(id >= WEFT_AM_MAX_HANDLERS, 0))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_am_send: id %u >= %u", id, WEFT_AM_MAX_HANDLERS);
+    if (__builtin_expect(len == 0, 0))
+        return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "weft_am_send: zero-length message");
+    if (__builtin_expect(len > WEFT_AM_MAX_SIZE, 0))
+        return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "weft_am_send: %zu bytes exceeds the %zu-byte maximum", len,
+                         WEFT_AM_MAX_SIZE);
+    if (__builtin_expect(!payload, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_am_send: payload is NULL");
+    if (__builtin_expect(rt->peer_failed(peer), 0))
+        return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_am_send: peer %u has failed", peer);
+    return guarded([&]() -> Status { return rt->backend().am_send(peer, id, payload, len); });
+}
+
+weft_status_t weft_progress(weft_context_t ctx, uint32_t* events) {
+    REQUIRE_RT(ctx, rt);
+    return guarded([&]() -> Status {
+        uint32_t n = rt->progress();
+        if (events) *events = n;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_wait(weft_context_t ctx, uint64_t timeout_ns) {
+    REQUIRE_RT(ctx, rt);
+    return guarded([&]() -> Status { return rt->wait(timeout_ns); });
+}
+
+weft_status_t weft_set_peer_failure_handler(weft_context_t ctx, weft_peer_failure_handler_t handler,
+                                            void* arg) {
+    REQUIRE_RT(ctx, rt);
+    rt->set_failure_handler(handler, arg);
+    return WEFT_OK;
+}
+
+weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int* failed) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(failed);
+    if (peer >= rt->universe_size())
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_failed: peer %u >= universe %u", peer,
+                         rt->universe_size());
+    *failed = rt->peer_failed(peer) ? 1 : 0;
+    return WEFT_OK;
+}
+
+weft_status_t weft_bootstrap_barrier(weft_context_t ctx) {
+    REQUIRE_RT(ctx, rt);
+    return guarded([&]() -> Status { return rt->bootstrap().barrier(rt->op_deadline()); });
+}
+
+}  // extern "C"

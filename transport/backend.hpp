@@ -1,0 +1,96 @@
+// backend.hpp — what a transport backend provides, and the window it serves.
+//
+// Control path (window creation, active-message send, progress) goes through
+// the virtual Backend interface: these calls are rare or already amortise a
+// message. The RMA/atomic hot path does not: each window carries a pointer to
+// its backend's RmaOps table, chosen once when the window is created, so a
+// put is one validated call through a fixed function pointer — no switch, no
+// virtual lookup, no allocation (the same binding UCX uses for uct ifaces).
+#pragma once
+
+#include "transport/common.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace weft {
+class Runtime;
+}
+
+struct weft_window;
+
+namespace weft {
+
+// What an origin needs to reach one rank's part of a window.
+struct RemoteRegion {
+    uint8_t* direct = nullptr;  // shm: the region mapped into this process
+    uint64_t addr = 0;          // the region's address in the owner's process
+    uint64_t size = 0;          // bytes the owner exposed
+    void* rkey = nullptr;       // ucx: unpacked remote key
+    int32_t pid = 0;            // shm user memory: owner pid (cross-memory attach)
+};
+
+struct RmaOps {
+    Status (*put)(weft_window* w, uint32_t rank, uint64_t off, const void* src, size_t len);
+    Status (*get)(weft_window* w, uint32_t rank, uint64_t off, void* dst, size_t len);
+    Status (*fetch_add)(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old);
+    Status (*compare_swap)(weft_window* w, uint32_t rank, uint64_t off, uint64_t expected,
+                           uint64_t desired, uint64_t* old);
+    Status (*swap)(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old);
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual const char* name() const = 0;
+    virtual void query_caps(weft_caps_t& caps) const = 0;
+
+    // Collective over the job. With `allocate`, the backend provides `size`
+    // zeroed, 64-byte aligned bytes (w.local_base); otherwise it exposes
+    // [base, base+size). Fills w.ops and w.remote.
+    virtual Status window_create(weft_window& w, bool allocate, void* base, size_t size) = 0;
+    // Local teardown (the caller has already synchronised the job).
+    virtual void window_destroy(weft_window& w) = 0;
+    virtual Status flush(weft_window& w, uint32_t rank) = 0;
+
+    virtual size_t am_eager_limit() const = 0;
+    virtual Status am_send(uint32_t peer, uint32_t id, const void* payload, size_t len) = 0;
+
+    // Delivers arrived messages (through Runtime::deliver_am); never blocks.
+    // Reentrant: a handler it runs may call back into the backend.
+    virtual uint32_t progress() = 0;
+    // Sleeps until something may have arrived or timeout_ns passed; may
+    // return early. Called only after progress() found nothing.
+    virtual void wait_for_event(uint64_t timeout_ns) = 0;
+    // Wakes a wait_for_event on this process (thread-safe; the peer monitor
+    // calls it when it declares a failure).
+    virtual void wake() = 0;
+    // Called once, on the application thread, when peer is declared failed.
+    virtual void peer_failed(uint32_t peer) { (void)peer; }
+};
+
+Status create_shm_backend(Runtime& rt, std::unique_ptr<Backend>& out);
+Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out);  // UNSUPPORTED if not built
+bool ucx_backend_built();
+
+}  // namespace weft
+
+// The C handle. Lives in the global namespace to match weft.h's typedef.
+struct weft_window {
+    static constexpr uint64_t live_magic = 0x57494e444f574c56ull;  // "WINDOWLV"
+    static constexpr uint64_t dead_magic = 0x57494e444f57444eull;  // "WINDOWDN"
+
+    uint64_t magic = live_magic;
+    weft::Runtime* rt = nullptr;
+    const weft::RmaOps* ops = nullptr;
+    uint32_t nranks = 0;
+    weft::RemoteRegion* remote = nullptr;  // [nranks], points into remote_storage
+    uint8_t* local_base = nullptr;
+    size_t local_size = 0;
+    bool allocated = false;       // memory belongs to weft
+    bool state = false;           // the pinned state window
+    void* backend_data = nullptr; // owned by the backend
+    std::vector<weft::RemoteRegion> remote_storage;
+};

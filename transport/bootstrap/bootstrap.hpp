@@ -1,0 +1,73 @@
+// bootstrap.hpp — start-up exchange between the processes of a launch.
+//
+// Three sources, chosen from the environment at init:
+//   weft-run  (WEFT_BOOTSTRAP=unix:@NAME + WEFT_SECRET): a Unix socket to the
+//             launcher, which gathers and redistributes contributions;
+//   PMIx      (PMIX_RANK set, e.g. under Open MPI's mpirun): Put/Commit/
+//             Fence/Get;
+//   singleton (neither): a job of one rank.
+// exchange() is a collective all-gather used at init and for control-path
+// operations (window creation, barriers). It is never on a hot path.
+#pragma once
+
+#include "transport/bootstrap/wire.hpp"
+#include "transport/common.hpp"
+
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace weft {
+
+class Bootstrap {
+public:
+    virtual ~Bootstrap() = default;
+    virtual const char* name() const = 0;
+
+    uint32_t job() const { return job_; }
+    uint32_t rank() const { return rank_; }
+    uint32_t size() const { return job_sizes_.at(job_); }
+    // Sizes of every job of the launch, indexed by job id.
+    const std::vector<uint32_t>& job_sizes() const { return job_sizes_; }
+    uint32_t universe_size() const {
+        uint32_t n = 0;
+        for (uint32_t s : job_sizes_) n += s;
+        return n;
+    }
+    // Index of (job, rank) in universe order: job 0's ranks, then job 1's...
+    uint32_t universe_index(uint32_t job, uint32_t rank) const {
+        uint32_t n = 0;
+        for (uint32_t j = 0; j < job; ++j) n += job_sizes_[j];
+        return n + rank;
+    }
+
+    // All-gather: every member of `scope` contributes `mine`; on success
+    // `all` holds every contribution, in rank order (job scope) or universe
+    // order. Fails (never hangs past the deadline) when a member dies.
+    virtual Status exchange(wire::Scope scope, std::span<const uint8_t> mine,
+                            std::vector<std::vector<uint8_t>>& all, Deadline deadline) = 0;
+
+    Status barrier(Deadline deadline) {
+        std::vector<std::vector<uint8_t>> none;
+        return exchange(wire::Scope::job, {}, none, deadline);
+    }
+
+protected:
+    uint32_t job_ = 0;
+    uint32_t rank_ = 0;
+    std::vector<uint32_t> job_sizes_{1};
+};
+
+Status make_bootstrap(std::unique_ptr<Bootstrap>& out);
+
+// Individual sources (make_bootstrap picks one).
+Status make_socket_bootstrap(std::unique_ptr<Bootstrap>& out);
+Status make_pmix_bootstrap(std::unique_ptr<Bootstrap>& out);  // UNSUPPORTED without PMIx
+std::unique_ptr<Bootstrap> make_singleton_bootstrap();
+
+// Parse "4,2" into job sizes; false on anything else.
+bool parse_job_sizes(const char* text, std::vector<uint32_t>& out);
+// Decode a 64-hex-digit secret.
+bool parse_secret(const char* hex, uint8_t out[wire::secret_size]);
+
+}  // namespace weft

@@ -1,0 +1,122 @@
+// pmix.cpp — bootstrap through an existing PMIx server (Open MPI's mpirun,
+// PRRTE, Slurm srun --mpi=pmix). Every exchange is Put + Commit + Fence
+// (collecting data) + one Get per member; the server does the gathering.
+// The universe is this PMIx namespace: one job.
+#include "transport/bootstrap/bootstrap.hpp"
+
+#include <weft/config.hpp>
+
+#if WEFT_HAVE_PMIX
+#include <pmix.h>
+
+#include <cstring>
+
+namespace weft {
+namespace {
+
+class PmixBootstrap final : public Bootstrap {
+public:
+    ~PmixBootstrap() override {
+        if (initialized_) PMIx_Finalize(nullptr, 0);
+    }
+    const char* name() const override { return "pmix"; }
+
+    Status init() {
+        pmix_status_t rc = PMIx_Init(&me_, nullptr, 0);
+        if (rc != PMIX_SUCCESS)
+            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Init: %s", PMIx_Error_string(rc));
+        initialized_ = true;
+        pmix_proc_t wildcard;
+        PMIX_PROC_CONSTRUCT(&wildcard);
+        PMIX_LOAD_NSPACE(wildcard.nspace, me_.nspace);
+        wildcard.rank = PMIX_RANK_WILDCARD;
+        pmix_value_t* val = nullptr;
+        rc = PMIx_Get(&wildcard, PMIX_JOB_SIZE, nullptr, 0, &val);
+        if (rc != PMIX_SUCCESS || !val)
+            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Get(JOB_SIZE): %s", PMIx_Error_string(rc));
+        uint32_t size = 0;
+        if (val->type == PMIX_UINT32) size = val->data.uint32;
+        else if (val->type == PMIX_INT) size = static_cast<uint32_t>(val->data.integer);
+        else if (val->type == PMIX_UINT64) size = static_cast<uint32_t>(val->data.uint64);
+        PMIX_VALUE_RELEASE(val);
+        if (size == 0 || me_.rank >= size)
+            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx job size %u / rank %u make no sense", size, me_.rank);
+        job_ = 0;
+        rank_ = me_.rank;
+        job_sizes_.assign(1, size);
+        return WEFT_OK;
+    }
+
+    Status exchange(wire::Scope scope, std::span<const uint8_t> mine,
+                    std::vector<std::vector<uint8_t>>& all, Deadline) override {
+        char key[PMIX_MAX_KEYLEN + 1];
+        std::snprintf(key, sizeof key, "weft.%u.%u", static_cast<unsigned>(scope), ++seq_);
+        pmix_value_t v;
+        PMIX_VALUE_CONSTRUCT(&v);
+        v.type = PMIX_BYTE_OBJECT;
+        // PMIx copies the value during Put; an empty blob still needs a key.
+        static const uint8_t empty = 0;
+        v.data.bo.bytes = const_cast<char*>(reinterpret_cast<const char*>(mine.empty() ? &empty : mine.data()));
+        v.data.bo.size = mine.size();
+        pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+        if (rc != PMIX_SUCCESS) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Put: %s", PMIx_Error_string(rc));
+        rc = PMIx_Commit();
+        if (rc != PMIX_SUCCESS) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Commit: %s", PMIx_Error_string(rc));
+        pmix_proc_t wildcard;
+        PMIX_PROC_CONSTRUCT(&wildcard);
+        PMIX_LOAD_NSPACE(wildcard.nspace, me_.nspace);
+        wildcard.rank = PMIX_RANK_WILDCARD;
+        pmix_info_t info;
+        bool collect = true;
+        PMIX_INFO_CONSTRUCT(&info);
+        PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+        rc = PMIx_Fence(&wildcard, 1, &info, 1);
+        PMIX_INFO_DESTRUCT(&info);
+        if (rc != PMIX_SUCCESS) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Fence: %s", PMIx_Error_string(rc));
+        all.assign(size(), {});
+        for (uint32_t r = 0; r < size(); ++r) {
+            pmix_proc_t p;
+            PMIX_PROC_CONSTRUCT(&p);
+            PMIX_LOAD_NSPACE(p.nspace, me_.nspace);
+            p.rank = r;
+            pmix_value_t* got = nullptr;
+            rc = PMIx_Get(&p, key, nullptr, 0, &got);
+            if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
+                if (got) PMIX_VALUE_RELEASE(got);
+                return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Get(%s) from rank %u: %s", key, r,
+                                 PMIx_Error_string(rc));
+            }
+            const auto* b = reinterpret_cast<const uint8_t*>(got->data.bo.bytes);
+            all[r].assign(b, b + got->data.bo.size);
+            PMIX_VALUE_RELEASE(got);
+        }
+        return WEFT_OK;
+    }
+
+private:
+    pmix_proc_t me_{};
+    bool initialized_ = false;
+    uint32_t seq_ = 0;
+};
+
+}  // namespace
+
+Status make_pmix_bootstrap(std::unique_ptr<Bootstrap>& out) {
+    auto b = std::make_unique<PmixBootstrap>();
+    Status st = b->init();
+    if (st != WEFT_OK) return st;
+    out = std::move(b);
+    return WEFT_OK;
+}
+
+}  // namespace weft
+
+#else
+
+namespace weft {
+Status make_pmix_bootstrap(std::unique_ptr<Bootstrap>&) {
+    return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
+                     "launched by PMIx, but this weft was built without PMIx (WEFT_ENABLE_PMIX)");
+}
+}  // namespace weft
+#endif

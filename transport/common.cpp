@@ -1,0 +1,196 @@
+// common.cpp — logging, environment, backoff, status texts, fault points.
+#include "transport/common.hpp"
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <csignal>
+#include <sched.h>
+#include <unistd.h>
+
+namespace weft {
+
+namespace {
+std::atomic<int> g_level{-1};
+uint32_t g_job = UINT32_MAX;
+uint32_t g_rank = UINT32_MAX;
+
+int parse_level() {
+    const char* v = std::getenv("WEFT_LOG");
+    if (!v || !*v) return static_cast<int>(LogLevel::warn);
+    std::string_view s(v);
+    if (s == "error") return 0;
+    if (s == "warn") return 1;
+    if (s == "info") return 2;
+    if (s == "debug") return 3;
+    std::fprintf(stderr, "weft: WEFT_LOG=%s is not error|warn|info|debug; using warn\n", v);
+    return 1;
+}
+const char* level_name(LogLevel l) {
+    switch (l) {
+        case LogLevel::error: return "ERROR";
+        case LogLevel::warn: return "WARN";
+        case LogLevel::info: return "INFO";
+        case LogLevel::debug: return "DEBUG";
+    }
+    return "?";
+}
+}  // namespace
+
+LogLevel log_level() {
+    int l = g_level.load(std::memory_order_relaxed);
+    if (__builtin_expect(l < 0, 0)) {
+        l = parse_level();
+        g_level.store(l, std::memory_order_relaxed);
+    }
+    return static_cast<LogLevel>(l);
+}
+
+void log_set_identity(uint32_t job, uint32_t rank) {
+    g_job = job;
+    g_rank = rank;
+}
+
+void log_at(LogLevel level, const char* file, int line, const char* fmt, ...) {
+    if (static_cast<int>(level) > static_cast<int>(log_level())) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char* base = std::strrchr(file, '/');
+    base = base ? base + 1 : file;
+    char who[48];
+    if (g_rank == UINT32_MAX)
+        std::snprintf(who, sizeof who, "pid %d", static_cast<int>(getpid()));
+    else
+        std::snprintf(who, sizeof who, "%u.%u", g_job, g_rank);
+    std::fprintf(stderr, "weft[%s] %s %s:%d: %s\n", who, level_name(level), base, line, msg);
+}
+
+void invariant_failed(const char* file, int line, const char* what) {
+    std::fprintf(stderr, "weft: invariant violated at %s:%d: %s\n", file, line, what);
+    std::abort();
+}
+
+std::string env_string(const char* name, std::string_view fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return std::string(fallback);
+    return std::string(v);
+}
+
+uint64_t env_u64(const char* name, uint64_t fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long x = std::strtoull(v, &end, 0);
+    if (errno != 0 || end == v || *end != '\0') {
+        WEFT_LOG(warn, "%s=%s is not a number; using %llu", name, v,
+                 static_cast<unsigned long long>(fallback));
+        return fallback;
+    }
+    return x;
+}
+
+void Backoff::pause() {
+    if (step_ < spin_steps) {
+        // Exponential-ish spin: short at first (latency), longer later.
+        for (uint32_t i = 0; i < 1u + (step_ >> 4); ++i) cpu_relax();
+    } else if (step_ < spin_steps + yield_steps) {
+        sched_yield();
+    } else {
+        // Sleep grows from 20 us to 1 ms: bounded wake-up latency, little CPU.
+        uint32_t k = step_ - spin_steps - yield_steps;
+        long us = 20L << (k < 6 ? k : 6);
+        if (us > 1000) us = 1000;
+        timespec ts{0, us * 1000};
+        nanosleep(&ts, nullptr);
+    }
+    if (step_ < UINT32_MAX) ++step_;
+}
+
+namespace fault {
+std::atomic<bool> armed{false};
+namespace {
+struct Point {
+    char name[128];
+    uint64_t count;  // fire on the count-th hit
+    uint64_t hits;
+    int signal;
+};
+Point g_points[16];
+int g_npoints = 0;
+}  // namespace
+
+// WEFT_FAULT_POINTS="kill@name#count;stop@name#count" (set by weft-run for
+// the chosen rank only).
+void init_from_env() {
+    const char* v = std::getenv("WEFT_FAULT_POINTS");
+    if (!v || !*v) return;
+    std::string spec(v);
+    size_t pos = 0;
+    while (pos < spec.size() && g_npoints < 16) {
+        size_t end = spec.find(';', pos);
+        if (end == std::string::npos) end = spec.size();
+        std::string item = spec.substr(pos, end - pos);
+        pos = end + 1;
+        size_t at = item.find('@');
+        if (at == std::string::npos) continue;
+        std::string action = item.substr(0, at);
+        std::string rest = item.substr(at + 1);
+        uint64_t count = 1;
+        size_t hash = rest.find('#');
+        if (hash != std::string::npos) {
+            count = std::strtoull(rest.c_str() + hash + 1, nullptr, 10);
+            if (count == 0) count = 1;
+            rest.resize(hash);
+        }
+        Point& p = g_points[g_npoints];
+        std::snprintf(p.name, sizeof p.name, "%s", rest.c_str());
+        p.count = count;
+        p.hits = 0;
+        p.signal = action == "stop" ? SIGSTOP : SIGKILL;
+        ++g_npoints;
+    }
+    armed.store(g_npoints > 0, std::memory_order_relaxed);
+}
+
+void hit(const char* name) {
+    for (int i = 0; i < g_npoints; ++i) {
+        Point& p = g_points[i];
+        if (std::strcmp(p.name, name) != 0) continue;
+        if (++p.hits == p.count) {
+            WEFT_LOG(info, "fault point %s reached (hit %llu): raising %s", name,
+                     static_cast<unsigned long long>(p.hits),
+                     p.signal == SIGKILL ? "SIGKILL" : "SIGSTOP");
+            raise(p.signal);
+        }
+    }
+}
+}  // namespace fault
+}  // namespace weft
+
+extern "C" const char* weft_strerror(weft_status_t status) {
+    switch (status) {
+        case WEFT_OK: return "success";
+        case WEFT_ERR_INVALID_ARG: return "invalid argument";
+        case WEFT_ERR_NOT_INITIALIZED: return "context not initialized or already finalized";
+        case WEFT_ERR_INVALID_RANK: return "invalid rank or peer";
+        case WEFT_ERR_OUT_OF_RANGE: return "remote address outside the registered region";
+        case WEFT_ERR_UNALIGNED: return "atomic operand not 8-byte aligned";
+        case WEFT_ERR_MSG_SIZE: return "message length zero or above the maximum";
+        case WEFT_ERR_UNSUPPORTED: return "operation not supported by this transport";
+        case WEFT_ERR_NO_MEMORY: return "out of memory";
+        case WEFT_ERR_PEER_FAILED: return "peer process failed";
+        case WEFT_ERR_TIMEOUT: return "timed out";
+        case WEFT_ERR_TRANSPORT: return "transport error";
+        case WEFT_ERR_BOOTSTRAP: return "bootstrap (launcher or PMIx) error";
+        case WEFT_ERR_PROTOCOL: return "corrupted or truncated message";
+        case WEFT_ERR_UNKNOWN_TRANSPORT: return "unknown transport name";
+        case WEFT_ERR_BUSY: return "resource busy";
+        case WEFT_ERR_NOT_FOUND: return "not found";
+    }
+    return "unknown status code";
+}

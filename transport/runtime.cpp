@@ -1,0 +1,259 @@
+// runtime.cpp — init/finalize, peers, failures, handlers, progress, windows.
+#include "transport/runtime.hpp"
+
+#include <weft/state_window.h>
+
+#include <cstring>
+#include <fstream>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+namespace weft {
+
+namespace {
+
+std::string host_identity() {
+    char name[256] = {0};
+    gethostname(name, sizeof name - 1);
+    std::string id(name);
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string b;
+    if (boot && std::getline(boot, b)) id += "/" + b;
+    return id;
+}
+
+}  // namespace
+
+Runtime::~Runtime() {
+    if (initialized_) finalize();
+}
+
+bool Runtime::all_same_host() const {
+    for (const auto& p : peers_)
+        if (!p.same_host) return false;
+    return true;
+}
+
+Status Runtime::init() {
+    fault::init_from_env();
+    timeout_ns_ = env_u64("WEFT_TIMEOUT_MS", 30000) * 1000000ull;
+    // Let peers of the same user attach to our memory (cross-memory attach,
+    // pidfd_getfd) even where Yama restricts ptrace to descendants.
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+
+    Status st = make_bootstrap(bootstrap_);
+    if (st != WEFT_OK) return st;
+    job_ = bootstrap_->job();
+    rank_ = bootstrap_->rank();
+    size_ = bootstrap_->size();
+    log_set_identity(job_, rank_);
+    WEFT_LOG(debug, "bootstrap %s: job %u rank %u of %u, universe %u", bootstrap_->name(), job_,
+             rank_, size_, bootstrap_->universe_size());
+
+    st = exchange_identities();
+    if (st != WEFT_OK) return st;
+    WEFT_FAULT_POINT("transport.init.exchanged");
+
+    st = choose_backend();
+    if (st != WEFT_OK) return st;
+    st = create_state_window();
+    if (st != WEFT_OK) return st;
+
+    std::vector<std::pair<uint32_t, int32_t>> local;
+    for (uint32_t p = 0; p < peers_.size(); ++p)
+        if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
+    monitor_.start(local, [this](uint32_t p) { declare_failed(p, "process exited"); });
+
+    st = bootstrap_->barrier(op_deadline());
+    if (st != WEFT_OK) return WEFT_FAIL(st, "init barrier failed");
+    initialized_ = true;
+    WEFT_FAULT_POINT("transport.init.done");
+    return WEFT_OK;
+}
+
+Status Runtime::exchange_identities() {
+    std::string host = host_identity();
+    std::vector<uint8_t> mine;
+    wire::put_u32(mine, job_);
+    wire::put_u32(mine, rank_);
+    wire::put_u32(mine, static_cast<uint32_t>(getpid()));
+    wire::put_u16(mine, static_cast<uint16_t>(host.size()));
+    mine.insert(mine.end(), host.begin(), host.end());
+
+    std::vector<std::vector<uint8_t>> all;
+    Status st = bootstrap_->exchange(wire::Scope::universe, mine, all, op_deadline());
+    if (st != WEFT_OK) return WEFT_FAIL(st, "identity exchange failed");
+
+    uint32_t n = bootstrap_->universe_size();
+    uint32_t base = bootstrap_->universe_index(job_, 0);
+    peers_.assign(n, PeerInfo{});
+    universe_to_peer_.assign(n, 0);
+    // Peer order: this job's ranks first (peer == rank), then the others in
+    // universe order.
+    uint32_t next_other = size_;
+    for (uint32_t u = 0; u < n; ++u) {
+        const auto& b = all[u];
+        if (b.size() < 14 || b.size() != 14u + wire::get_u16(b.data() + 12))
+            return WEFT_FAIL(WEFT_ERR_PROTOCOL, "identity record %u is corrupted", u);
+        PeerInfo info;
+        info.job = wire::get_u32(b.data());
+        info.rank = wire::get_u32(b.data() + 4);
+        info.pid = static_cast<int32_t>(wire::get_u32(b.data() + 8));
+        info.host.assign(reinterpret_cast<const char*>(b.data() + 14), b.size() - 14);
+        info.same_host = info.host == host;
+        info.universe_index = u;
+        if (info.job >= bootstrap_->job_sizes().size() ||
+            bootstrap_->universe_index(info.job, info.rank) != u)
+            return WEFT_FAIL(WEFT_ERR_PROTOCOL, "identity record %u names job %u rank %u", u, info.job,
+                             info.rank);
+        uint32_t p = (u >= base && u < base + size_) ? u - base : next_other++;
+        peers_[p] = info;
+        universe_to_peer_[u] = p;
+    }
+    failed_ = std::make_unique<std::atomic<uint8_t>[]>(n);
+    for (uint32_t i = 0; i < n; ++i) failed_[i].store(0, std::memory_order_relaxed);
+    failure_reported_.assign(n, 0);
+    return WEFT_OK;
+}
+
+Status Runtime::choose_backend() {
+    std::string want = env_string("WEFT_TRANSPORT", "auto");
+    if (want == "auto") want = all_same_host() || !ucx_backend_built() ? "shm" : "ucx";
+    Status st;
+    if (want == "shm") {
+        if (!all_same_host())
+            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
+                             "WEFT_TRANSPORT=shm but the job spans several hosts");
+        st = create_shm_backend(*this, backend_);
+    } else if (want == "ucx") {
+        st = create_ucx_backend(*this, backend_);
+    } else {
+        return WEFT_FAIL(WEFT_ERR_UNKNOWN_TRANSPORT,
+                         "WEFT_TRANSPORT=%s: expected shm, ucx or auto", want.c_str());
+    }
+    if (st != WEFT_OK) return st;
+    WEFT_LOG(debug, "transport %s bound", backend_->name());
+    return WEFT_OK;
+}
+
+Status Runtime::create_state_window() {
+    Status st = window_create(true, nullptr, WEFT_STATE_SIZE, state_window_);
+    if (st != WEFT_OK) return WEFT_FAIL(st, "cannot create the pinned state window");
+    state_window_->state = true;
+    auto word = [&](uint64_t off) {
+        return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + off));
+    };
+    word(WEFT_STATE_VERSION_OFF).store(WEFT_STATE_LAYOUT_VERSION, std::memory_order_relaxed);
+    word(WEFT_STATE_OWNER_RANK_OFF).store(rank_, std::memory_order_relaxed);
+    word(WEFT_STATE_OWNER_PID_OFF).store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
+    word(WEFT_STATE_MAGIC_OFF).store(WEFT_STATE_MAGIC, std::memory_order_release);
+    return WEFT_OK;
+}
+
+Status Runtime::finalize() {
+    if (!initialized_) return WEFT_ERR_NOT_INITIALIZED;
+    // Peers may still be reading our windows: meet them once, but never wait
+    // for a dead one (the launcher fails the exchange when a member died).
+    Status st = bootstrap_->barrier(op_deadline());
+    if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
+    monitor_.stop();
+    for (auto& w : windows_) {
+        if (w->magic == weft_window::live_magic) {
+            backend_->window_destroy(*w);
+            w->magic = weft_window::dead_magic;
+        }
+    }
+    state_window_ = nullptr;
+    backend_.reset();
+    bootstrap_.reset();
+    initialized_ = false;
+    return WEFT_OK;
+}
+
+void Runtime::declare_failed(uint32_t p, const char* why) {
+    if (p >= peers_.size() || p == rank_) return;
+    if (failed_[p].exchange(1, std::memory_order_acq_rel) != 0) return;
+    WEFT_LOG(info, "peer %u (job %u rank %u pid %d) failed: %s", p, peers_[p].job, peers_[p].rank,
+             peers_[p].pid, why);
+    failures_declared_.fetch_add(1, std::memory_order_release);
+    if (backend_) backend_->wake();
+}
+
+uint32_t Runtime::dispatch_failures() {
+    failures_dispatched_ = failures_declared_.load(std::memory_order_acquire);
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < peers_.size(); ++p) {
+        if (failure_reported_[p] || !peer_failed(p)) continue;
+        failure_reported_[p] = 1;
+        ++n;
+        backend_->peer_failed(p);
+        if (failure_handler_) failure_handler_(failure_arg_, p);
+    }
+    return n;
+}
+
+Status Runtime::am_register(uint32_t id, weft_am_handler_t h, void* arg) {
+    if (id >= WEFT_AM_MAX_HANDLERS)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "active-message id %u >= %u", id, WEFT_AM_MAX_HANDLERS);
+    if (h && handlers_[id].fn)
+        return WEFT_FAIL(WEFT_ERR_BUSY, "active-message id %u already has a handler", id);
+    handlers_[id] = Handler{h, arg};
+    return WEFT_OK;
+}
+
+void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len) {
+    if (id >= WEFT_AM_MAX_HANDLERS || !handlers_[id].fn) {
+        // Never lose a message silently: say who sent what.
+        WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no handler", id, len,
+                 source_peer);
+        return;
+    }
+    handlers_[id].fn(handlers_[id].arg, source_peer, payload, len);
+}
+
+uint32_t Runtime::progress() {
+    uint32_t n = backend_->progress();
+    if (__builtin_expect(failures_declared_.load(std::memory_order_relaxed) != failures_dispatched_, 0))
+        n += dispatch_failures();
+    return n;
+}
+
+Status Runtime::wait(uint64_t timeout_ns) {
+    Deadline d = Deadline::after_ns(timeout_ns);
+    Backoff backoff;
+    for (;;) {
+        if (progress() > 0) return WEFT_OK;
+        uint64_t rem = d.remaining_ns();
+        if (rem == 0) return WEFT_ERR_TIMEOUT;
+        if (backoff.should_block())
+            backend_->wait_for_event(rem < 1000000 ? rem : 1000000);
+        else
+            backoff.pause();
+    }
+}
+
+Status Runtime::window_create(bool allocate, void* base, size_t size, weft_window*& out) {
+    auto w = std::make_unique<weft_window>();
+    w->rt = this;
+    w->nranks = size_;
+    w->allocated = allocate;
+    Status st = backend_->window_create(*w, allocate, base, size);
+    if (st != WEFT_OK) return st;
+    w->remote = w->remote_storage.data();
+    out = w.get();
+    windows_.push_back(std::move(w));
+    return WEFT_OK;
+}
+
+Status Runtime::window_free(weft_window* w) {
+    if (w->state) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "the state window is owned by the context");
+    Status st = backend_->flush(*w, WEFT_RANK_ALL);
+    Status bst = bootstrap_->barrier(op_deadline());
+    backend_->window_destroy(*w);
+    w->magic = weft_window::dead_magic;  // keep the shell: later calls get NOT_INITIALIZED
+    if (st != WEFT_OK) return st;
+    if (bst != WEFT_OK) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "window free: a peer did not reach the barrier");
+    return WEFT_OK;
+}
+
+}  // namespace weft

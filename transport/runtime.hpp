@@ -1,0 +1,117 @@
+// runtime.hpp — one process's weft state: bootstrap, peers, the bound
+// backend, active-message handlers, failure bookkeeping, the state window.
+//
+// Thread affinity: everything here runs on the application thread except
+// declare_failed(), which the peer monitor thread also calls.
+#pragma once
+
+#include "transport/backend.hpp"
+#include "transport/bootstrap/bootstrap.hpp"
+#include "transport/common.hpp"
+#include "transport/peer_monitor.hpp"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+struct PeerInfo {
+    uint32_t job = 0;
+    uint32_t rank = 0;
+    uint32_t universe_index = 0;
+    int32_t pid = 0;
+    std::string host;  // hostname + boot id: equal means same kernel
+    bool same_host = false;
+};
+
+class Runtime {
+public:
+    Runtime() = default;
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+    ~Runtime();
+
+    Status init();
+    Status finalize();
+
+    uint32_t job() const { return job_; }
+    uint32_t rank() const { return rank_; }
+    uint32_t size() const { return size_; }
+    uint32_t universe_size() const { return static_cast<uint32_t>(peers_.size()); }
+    const PeerInfo& peer(uint32_t p) const { return peers_[p]; }
+    const std::vector<PeerInfo>& peers() const { return peers_; }
+    // Peer index of the process at universe index u.
+    uint32_t peer_of_universe(uint32_t u) const { return universe_to_peer_[u]; }
+    uint32_t self_universe() const { return peers_[rank_].universe_index; }
+    Bootstrap& bootstrap() { return *bootstrap_; }
+    Backend& backend() { return *backend_; }
+    weft_window* state_window() { return state_window_; }
+    uint64_t timeout_ns() const { return timeout_ns_; }
+    Deadline op_deadline() const { return Deadline::after_ns(timeout_ns_); }
+    bool all_same_host() const;
+
+    // ----------------------------------------------------------- failures
+    bool peer_failed(uint32_t p) const {
+        return failed_[p].load(std::memory_order_acquire) != 0;
+    }
+    // Thread-safe, idempotent. The handler runs later, from progress().
+    void declare_failed(uint32_t p, const char* why);
+    void set_failure_handler(weft_peer_failure_handler_t h, void* arg) {
+        failure_handler_ = h;
+        failure_arg_ = arg;
+    }
+
+    // ----------------------------------------------------- active messages
+    Status am_register(uint32_t id, weft_am_handler_t h, void* arg);
+    // Called by backends for every arrived message, in arrival order.
+    void deliver_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len);
+
+    // Progress: backend arrivals, then failure notices.
+    uint32_t progress();
+    Status wait(uint64_t timeout_ns);
+
+    // ------------------------------------------------------------ windows
+    Status window_create(bool allocate, void* base, size_t size, weft_window*& out);
+    Status window_free(weft_window* w);
+
+private:
+    Status exchange_identities();
+    Status choose_backend();
+    Status create_state_window();
+    uint32_t dispatch_failures();
+
+    std::unique_ptr<Bootstrap> bootstrap_;
+    std::unique_ptr<Backend> backend_;
+    PeerMonitor monitor_;
+    uint32_t job_ = 0, rank_ = 0, size_ = 1;
+    uint64_t timeout_ns_ = 30ull * 1000000000ull;
+    std::vector<PeerInfo> peers_;
+    std::vector<uint32_t> universe_to_peer_;
+    std::unique_ptr<std::atomic<uint8_t>[]> failed_;
+    std::vector<uint8_t> failure_reported_;
+    std::atomic<uint64_t> failures_declared_{0};
+    uint64_t failures_dispatched_ = 0;
+    weft_peer_failure_handler_t failure_handler_ = nullptr;
+    void* failure_arg_ = nullptr;
+
+    struct Handler {
+        weft_am_handler_t fn = nullptr;
+        void* arg = nullptr;
+    };
+    Handler handlers_[WEFT_AM_MAX_HANDLERS];
+    weft_window* state_window_ = nullptr;
+    std::vector<std::unique_ptr<weft_window>> windows_;  // live and tombstoned
+    bool initialized_ = false;
+};
+
+}  // namespace weft
+
+// The C context handle: a tombstone-able shell around the Runtime.
+struct weft_context {
+    static constexpr uint64_t live_magic = 0x57454654434c5645ull;
+    static constexpr uint64_t dead_magic = 0x5745465443444541ull;
+    uint64_t magic = live_magic;
+    weft::Runtime* rt = nullptr;
+};
