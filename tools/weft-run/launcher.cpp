@@ -1,0 +1,581 @@
+// launcher.cpp — weft-run's event loop.
+//
+// One thread, one poll(): the listening socket, every rank's connection, a
+// signalfd (SIGCHLD and the signals we forward) and the nearest timer (fault
+// injection, --timeout). The socket lives in the abstract namespace (nothing
+// in /tmp to leak) and a connection is accepted only if it presents the
+// launch secret *and* comes from the very process we forked for that rank
+// (SO_PEERCRED pid) — anything else is refused and logged.
+#include "tools/weft-run/launcher.hpp"
+
+#include "transport/bootstrap/wire.hpp"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace weft::run {
+
+namespace {
+
+double now_s() { return static_cast<double>(weft::now_ns()) * 1e-9; }
+
+struct Proc {
+    uint32_t job = 0, rank = 0, universe = 0;
+    pid_t pid = -1;
+    bool exited = false;
+    bool expected_death = false;  // the victim of an injected fault
+    int status = 0;               // waitpid status once exited
+    int conn = -1;                // index into connections, -1 if none
+};
+
+struct Conn {
+    int fd = -1;
+    int proc = -1;  // set after a valid hello
+    std::vector<uint8_t> in;
+};
+
+// A collective being gathered: one contribution per member.
+struct Collective {
+    std::vector<std::vector<uint8_t>> blobs;
+    std::vector<bool> have;
+    uint32_t count = 0;
+};
+
+struct Timer {
+    double at;
+    int kind;  // 0 fault signal, 1 SIGCONT, 2 launch timeout
+    uint32_t proc;
+    int sig;
+};
+
+class Launcher {
+public:
+    explicit Launcher(const Options& o) : opt_(o) {}
+    int run();
+
+private:
+    bool setup_socket();
+    bool spawn_all();
+    void spawn(uint32_t index);
+    void loop();
+    void on_accept();
+    void on_readable(size_t ci);
+    void process_frame(size_t ci, const wire::Header& h, std::span<const uint8_t> payload);
+    void on_exchange(uint32_t pi, uint32_t seq, const wire::Exchange& e);
+    void fail_collectives_with(uint32_t dead);
+    void on_signal();
+    void reap();
+    void close_conn(size_t ci);
+    void send_to(uint32_t pi, const std::vector<uint8_t>& frame);
+    void kill_all(int sig);
+    bool all_exited() const;
+    uint32_t alive_count() const;
+    std::vector<uint32_t> members(wire::Scope scope, uint32_t job) const;
+    void say(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+    const Options& opt_;
+    std::vector<Proc> procs_;
+    std::vector<Conn> conns_;
+    std::vector<Timer> timers_;
+    std::map<std::tuple<int, uint32_t, uint32_t>, Collective> collectives_;  // (scope, job, seq)
+    uint8_t secret_[wire::secret_size];
+    char secret_hex_[2 * wire::secret_size + 1];
+    std::string address_;
+    int listen_fd_ = -1;
+    int signal_fd_ = -1;
+    sigset_t old_mask_;
+    hwloc_topology_t topo_ = nullptr;
+    int exit_code_ = 0;
+    bool failed_ = false;   // an unexpected failure happened
+    bool timed_out_ = false;
+};
+
+void Launcher::say(const char* fmt, ...) {
+    if (!opt_.verbose) return;
+    va_list ap;
+    va_start(ap, fmt);
+    std::fprintf(stderr, "weft-run: ");
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+bool Launcher::setup_socket() {
+    if (getrandom(secret_, sizeof secret_, 0) != static_cast<ssize_t>(sizeof secret_)) {
+        std::fprintf(stderr, "weft-run: getrandom: %s\n", std::strerror(errno));
+        return false;
+    }
+    for (size_t i = 0; i < sizeof secret_; ++i) std::snprintf(secret_hex_ + 2 * i, 3, "%02x", secret_[i]);
+    uint32_t tag;
+    std::memcpy(&tag, secret_ + 28, 4);  // a name that is hard to guess is not a secret: the secret is
+    char name[64];
+    std::snprintf(name, sizeof name, "@weft-run-%d-%08x", static_cast<int>(getpid()), tag);
+    address_ = name;
+    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) return false;
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path + 1, address_.data() + 1, address_.size() - 1);
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size());
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0 || listen(listen_fd_, 4096) != 0) {
+        std::fprintf(stderr, "weft-run: bootstrap socket: %s\n", std::strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+void Launcher::spawn(uint32_t index) {
+    Proc& p = procs_[index];
+    const JobSpec& job = opt_.jobs[p.job];
+    std::string sizes;
+    for (size_t j = 0; j < opt_.jobs.size(); ++j) {
+        if (j) sizes += ",";
+        sizes += std::to_string(opt_.jobs[j].size);
+    }
+    std::string points;
+    for (const auto& f : opt_.faults) {
+        if (f.at.empty() || f.job != p.job || f.rank != p.rank) continue;
+        if (!points.empty()) points += ";";
+        points += (f.action == FaultAction::kill ? "kill@" : "stop@") + f.at + "#" + std::to_string(f.count);
+        if (f.action == FaultAction::kill) p.expected_death = true;
+    }
+    for (const auto& f : opt_.faults)
+        if (f.after_s >= 0 && f.action == FaultAction::kill && f.job == p.job && f.rank == p.rank)
+            p.expected_death = true;
+    // Prepare everything before fork: the child only calls async-signal-safe
+    // functions (and hwloc's binding, which only issues a syscall).
+    std::vector<std::string> env_strings = {
+        "WEFT_BOOTSTRAP=unix:" + address_,
+        std::string("WEFT_SECRET=") + secret_hex_,
+        "WEFT_JOB=" + std::to_string(p.job),
+        "WEFT_RANK=" + std::to_string(p.rank),
+        "WEFT_SIZE=" + std::to_string(job.size),
+        "WEFT_JOB_SIZES=" + sizes,
+    };
+    if (!opt_.transport.empty()) env_strings.push_back("WEFT_TRANSPORT=" + opt_.transport);
+    if (!points.empty()) env_strings.push_back("WEFT_FAULT_POINTS=" + points);
+    std::vector<char*> envp;
+    for (char** e = environ; *e; ++e) {
+        if (std::strncmp(*e, "WEFT_BOOTSTRAP=", 15) == 0 || std::strncmp(*e, "WEFT_SECRET=", 12) == 0 ||
+            std::strncmp(*e, "WEFT_FAULT_POINTS=", 18) == 0 || std::strncmp(*e, "PMIX_", 5) == 0)
+            continue;
+        envp.push_back(*e);
+    }
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<char*> argv;
+    std::vector<std::string> args = job.argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    hwloc_obj_t core = nullptr;
+    if (opt_.bind && topo_) {
+        int ncores = hwloc_get_nbobjs_by_type(topo_, HWLOC_OBJ_CORE);
+        if (ncores > 0) core = hwloc_get_obj_by_type(topo_, HWLOC_OBJ_CORE, p.universe % ncores);
+    }
+    const pid_t parent = getpid();
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        std::fprintf(stderr, "weft-run: fork: %s\n", std::strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        // The rank must not outlive the launcher (a SIGKILLed weft-run leaves
+        // nothing running).
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+        if (core && core->cpuset) hwloc_set_cpubind(topo_, core->cpuset, HWLOC_CPUBIND_PROCESS);
+        execvpe(argv[0], argv.data(), envp.data());
+        const char msg[] = "weft-run: cannot execute the program\n";
+        ssize_t r = write(2, msg, sizeof msg - 1);
+        (void)r;
+        _exit(127);
+    }
+    p.pid = pid;
+    say("job %u rank %u: pid %d", p.job, p.rank, static_cast<int>(pid));
+}
+
+bool Launcher::spawn_all() {
+    uint32_t u = 0;
+    for (uint32_t j = 0; j < opt_.jobs.size(); ++j)
+        for (uint32_t r = 0; r < opt_.jobs[j].size; ++r) {
+            Proc p;
+            p.job = j;
+            p.rank = r;
+            p.universe = u++;
+            procs_.push_back(p);
+        }
+    for (uint32_t i = 0; i < procs_.size(); ++i) {
+        spawn(i);
+        if (procs_[i].pid < 0) return false;
+    }
+    double t0 = now_s();
+    for (const auto& f : opt_.faults) {
+        if (f.after_s < 0) continue;
+        uint32_t pi = 0;
+        while (procs_[pi].job != f.job || procs_[pi].rank != f.rank) ++pi;
+        timers_.push_back({t0 + f.after_s, 0, pi, f.action == FaultAction::kill ? SIGKILL : SIGSTOP});
+        if (f.for_s >= 0) timers_.push_back({t0 + f.after_s + f.for_s, 1, pi, SIGCONT});
+    }
+    if (opt_.timeout_s > 0) timers_.push_back({t0 + opt_.timeout_s, 2, 0, SIGKILL});
+    return true;
+}
+
+std::vector<uint32_t> Launcher::members(wire::Scope scope, uint32_t job) const {
+    std::vector<uint32_t> m;
+    for (uint32_t i = 0; i < procs_.size(); ++i)
+        if (scope == wire::Scope::universe || procs_[i].job == job) m.push_back(i);
+    return m;
+}
+
+void Launcher::send_to(uint32_t pi, const std::vector<uint8_t>& frame) {
+    int ci = procs_[pi].conn;
+    if (ci < 0) return;
+    // Ranks read promptly; a short deadline keeps one stuck rank from
+    // stalling the launcher.
+    if (wire::send_all(conns_[ci].fd, frame, Deadline::after_ns(2000000000ull)) != WEFT_OK)
+        close_conn(static_cast<size_t>(ci));
+}
+
+void Launcher::on_exchange(uint32_t pi, uint32_t seq, const wire::Exchange& e) {
+    const Proc& p = procs_[pi];
+    const uint32_t job = e.scope == wire::Scope::universe ? UINT32_MAX : p.job;
+    auto m = members(e.scope, p.job);
+    // Position of this process among the members.
+    uint32_t slot = static_cast<uint32_t>(std::find(m.begin(), m.end(), pi) - m.begin());
+    auto key = std::make_tuple(static_cast<int>(e.scope), job, seq);
+    Collective& c = collectives_[key];
+    if (c.have.empty()) {
+        c.have.assign(m.size(), false);
+        c.blobs.assign(m.size(), {});
+    }
+    if (c.have[slot]) {
+        std::vector<uint8_t> out;
+        wire::encode_error(out, seq, WEFT_ERR_PROTOCOL, "duplicate contribution to an exchange");
+        send_to(pi, out);
+        return;
+    }
+    c.have[slot] = true;
+    c.blobs[slot].assign(e.blob.begin(), e.blob.end());
+    ++c.count;
+    // A member that already died will never contribute: fail the exchange
+    // now instead of letting the others wait for their deadline.
+    for (uint32_t k = 0; k < m.size(); ++k) {
+        if (!c.have[k] && procs_[m[k]].exited) {
+            std::vector<uint8_t> out;
+            char text[128];
+            std::snprintf(text, sizeof text, "job %u rank %u died before this exchange completed",
+                          procs_[m[k]].job, procs_[m[k]].rank);
+            wire::encode_error(out, seq, WEFT_ERR_PEER_FAILED, text);
+            for (uint32_t k2 = 0; k2 < m.size(); ++k2)
+                if (c.have[k2]) send_to(m[k2], out);
+            collectives_.erase(key);
+            return;
+        }
+    }
+    if (c.count < m.size()) return;
+    std::vector<uint8_t> out;
+    wire::encode_exchange_result(out, seq, c.blobs);
+    collectives_.erase(key);
+    for (uint32_t q : m) send_to(q, out);
+}
+
+void Launcher::fail_collectives_with(uint32_t dead) {
+    for (auto it = collectives_.begin(); it != collectives_.end();) {
+        auto [scope, job, seq] = it->first;
+        auto m = members(static_cast<wire::Scope>(scope), job == UINT32_MAX ? 0 : job);
+        auto pos = std::find(m.begin(), m.end(), dead);
+        if (pos == m.end() || it->second.have[pos - m.begin()]) {
+            ++it;
+            continue;
+        }
+        std::vector<uint8_t> out;
+        char text[128];
+        std::snprintf(text, sizeof text, "job %u rank %u died during this exchange", procs_[dead].job,
+                      procs_[dead].rank);
+        wire::encode_error(out, seq, WEFT_ERR_PEER_FAILED, text);
+        for (size_t k = 0; k < m.size(); ++k)
+            if (it->second.have[k]) send_to(m[k], out);
+        it = collectives_.erase(it);
+    }
+}
+
+void Launcher::close_conn(size_t ci) {
+    Conn& c = conns_[ci];
+    if (c.fd < 0) return;
+    close(c.fd);
+    c.fd = -1;
+    if (c.proc >= 0) procs_[c.proc].conn = -1;
+    c.proc = -1;
+    c.in.clear();
+}
+
+void Launcher::on_accept() {
+    for (;;) {
+        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        Conn c;
+        c.fd = fd;
+        conns_.push_back(std::move(c));
+    }
+}
+
+void Launcher::process_frame(size_t ci, const wire::Header& h, std::span<const uint8_t> payload) {
+    Conn& c = conns_[ci];
+    if (c.proc < 0) {
+        // The first frame must be a valid hello from the process we forked.
+        wire::Hello hello;
+        ucred cred{};
+        socklen_t cl = sizeof cred;
+        getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl);
+        const char* why = nullptr;
+        int pi = -1;
+        if (h.type != wire::Type::hello || wire::decode_hello(payload, hello) != WEFT_OK) {
+            why = "first frame is not a hello";
+        } else {
+            unsigned diff = 0;
+            for (size_t i = 0; i < wire::secret_size; ++i) diff |= unsigned(hello.secret[i] ^ secret_[i]);
+            if (diff) why = "wrong launch secret";
+            for (uint32_t i = 0; !why && i < procs_.size(); ++i)
+                if (procs_[i].job == hello.job && procs_[i].rank == hello.rank) pi = static_cast<int>(i);
+            if (!why && pi < 0) why = "no such job/rank";
+            if (!why && procs_[pi].pid != cred.pid) why = "not the process launched for that rank";
+            if (!why && procs_[pi].conn >= 0) why = "rank already connected";
+        }
+        if (why) {
+            std::fprintf(stderr, "weft-run: refused a bootstrap connection from pid %d: %s\n",
+                         static_cast<int>(cred.pid), why);
+            std::vector<uint8_t> out;
+            wire::encode_error(out, 0, WEFT_ERR_BOOTSTRAP, why);
+            wire::send_all(c.fd, out, Deadline::after_ns(100000000ull));
+            close_conn(ci);
+            return;
+        }
+        c.proc = pi;
+        procs_[pi].conn = static_cast<int>(ci);
+        std::vector<uint8_t> out;
+        wire::encode_welcome(out);
+        send_to(static_cast<uint32_t>(pi), out);
+        return;
+    }
+    if (h.type == wire::Type::exchange) {
+        wire::Exchange e;
+        if (wire::decode_exchange(payload, e) == WEFT_OK) {
+            on_exchange(static_cast<uint32_t>(c.proc), h.seq, e);
+            return;
+        }
+    }
+    std::fprintf(stderr, "weft-run: job %u rank %u sent a malformed frame (type %u); closing it\n",
+                 procs_[c.proc].job, procs_[c.proc].rank, static_cast<unsigned>(h.type));
+    close_conn(ci);
+}
+
+void Launcher::on_readable(size_t ci) {
+    uint8_t buf[65536];
+    for (;;) {
+        ssize_t n = recv(conns_[ci].fd, buf, sizeof buf, 0);
+        if (n == 0) {
+            close_conn(ci);
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN) close_conn(ci);
+            break;
+        }
+        conns_[ci].in.insert(conns_[ci].in.end(), buf, buf + n);
+        // A connection that has not said hello gets one frame's worth of room.
+        if (conns_[ci].proc < 0 && conns_[ci].in.size() > wire::header_size + 256) break;
+    }
+    for (;;) {
+        Conn& c = conns_[ci];
+        if (c.fd < 0 || c.in.size() < wire::header_size) return;
+        wire::Header h;
+        if (wire::decode_header(c.in, h) != WEFT_OK ||
+            (c.proc < 0 && h.length > wire::secret_size + 64)) {
+            std::fprintf(stderr, "weft-run: corrupted bootstrap frame on a connection%s; closing it\n",
+                         c.proc < 0 ? " (before hello)" : "");
+            close_conn(ci);
+            return;
+        }
+        if (c.in.size() < wire::header_size + h.length) return;
+        std::vector<uint8_t> frame(c.in.begin(), c.in.begin() + wire::header_size + h.length);
+        c.in.erase(c.in.begin(), c.in.begin() + wire::header_size + h.length);
+        process_frame(ci, h, std::span<const uint8_t>(frame).subspan(wire::header_size));
+    }
+}
+
+void Launcher::kill_all(int sig) {
+    for (auto& p : procs_)
+        if (!p.exited && p.pid > 0) kill(p.pid, sig);
+}
+
+bool Launcher::all_exited() const {
+    for (const auto& p : procs_)
+        if (!p.exited) return false;
+    return true;
+}
+
+uint32_t Launcher::alive_count() const {
+    uint32_t n = 0;
+    for (const auto& p : procs_) n += !p.exited;
+    return n;
+}
+
+void Launcher::reap() {
+    for (;;) {
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) return;
+        for (uint32_t i = 0; i < procs_.size(); ++i) {
+            Proc& p = procs_[i];
+            if (p.pid != pid) continue;
+            p.exited = true;
+            p.status = status;
+            const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            if (!ok && p.expected_death && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+                say("job %u rank %u was killed as the fault asked", p.job, p.rank);
+            } else if (!ok) {
+                if (WIFSIGNALED(status))
+                    std::fprintf(stderr, "weft-run: job %u rank %u (pid %d) killed by signal %d (%s)\n", p.job,
+                                 p.rank, static_cast<int>(pid), WTERMSIG(status), strsignal(WTERMSIG(status)));
+                else
+                    std::fprintf(stderr, "weft-run: job %u rank %u (pid %d) exited with status %d\n", p.job,
+                                 p.rank, static_cast<int>(pid), code);
+                if (!failed_ && !timed_out_) {
+                    failed_ = true;
+                    exit_code_ = code;
+                    if (!opt_.keep_survivors && alive_count() > 0) {
+                        std::fprintf(stderr, "weft-run: killing the other %u ranks\n", alive_count());
+                        kill_all(SIGKILL);
+                    }
+                }
+            }
+            // Tell the survivors; fail exchanges that can no longer complete.
+            std::vector<uint8_t> out;
+            wire::encode_peer_failed(out, wire::PeerFailed{p.job, p.rank});
+            if (!ok)
+                for (uint32_t q = 0; q < procs_.size(); ++q)
+                    if (!procs_[q].exited) send_to(q, out);
+            fail_collectives_with(i);
+        }
+    }
+}
+
+void Launcher::on_signal() {
+    signalfd_siginfo si;
+    while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        int sig = static_cast<int>(si.ssi_signo);
+        if (sig == SIGCHLD) {
+            reap();
+            continue;
+        }
+        say("forwarding signal %d", sig);
+        kill_all(sig);
+    }
+}
+
+void Launcher::loop() {
+    while (!all_exited()) {
+        std::vector<pollfd> fds;
+        fds.push_back({signal_fd_, POLLIN, 0});
+        fds.push_back({listen_fd_, POLLIN, 0});
+        std::vector<size_t> which;
+        for (size_t i = 0; i < conns_.size(); ++i)
+            if (conns_[i].fd >= 0) {
+                fds.push_back({conns_[i].fd, POLLIN, 0});
+                which.push_back(i);
+            }
+        int timeout_ms = -1;
+        double now = now_s();
+        for (const auto& t : timers_) {
+            int ms = t.at <= now ? 0 : static_cast<int>((t.at - now) * 1000) + 1;
+            if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = ms;
+        }
+        int r = poll(fds.data(), fds.size(), timeout_ms);
+        if (r < 0 && errno != EINTR) {
+            std::fprintf(stderr, "weft-run: poll: %s\n", std::strerror(errno));
+            kill_all(SIGKILL);
+            timed_out_ = true;
+            exit_code_ = 1;
+        }
+        now = now_s();
+        for (size_t k = 0; k < timers_.size();) {
+            Timer t = timers_[k];
+            if (t.at > now) {
+                ++k;
+                continue;
+            }
+            timers_.erase(timers_.begin() + static_cast<long>(k));
+            if (t.kind == 2) {
+                std::fprintf(stderr, "weft-run: timeout after %.1f s: killing %u ranks\n", opt_.timeout_s,
+                             alive_count());
+                timed_out_ = true;
+                exit_code_ = 124;
+                kill_all(SIGKILL);
+                kill_all(SIGCONT);
+            } else if (!procs_[t.proc].exited) {
+                std::fprintf(stderr, "weft-run: fault: %s job %u rank %u (pid %d)\n",
+                             t.sig == SIGKILL ? "SIGKILL" : t.sig == SIGSTOP ? "SIGSTOP" : "SIGCONT",
+                             procs_[t.proc].job, procs_[t.proc].rank, static_cast<int>(procs_[t.proc].pid));
+                kill(procs_[t.proc].pid, t.sig);
+            }
+        }
+        if (r <= 0) continue;
+        if (fds[0].revents) on_signal();
+        if (fds[1].revents) on_accept();
+        for (size_t k = 2; k < fds.size(); ++k)
+            if (fds[k].revents && conns_[which[k - 2]].fd >= 0) on_readable(which[k - 2]);
+    }
+}
+
+int Launcher::run() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&mask, s);
+    sigprocmask(SIG_BLOCK, &mask, &old_mask_);
+    signal_fd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    signal(SIGPIPE, SIG_IGN);
+    if (signal_fd_ < 0 || !setup_socket()) return 1;
+    if (opt_.bind && hwloc_topology_init(&topo_) == 0) {
+        if (hwloc_topology_load(topo_) != 0) {
+            hwloc_topology_destroy(topo_);
+            topo_ = nullptr;
+        }
+    }
+    if (!spawn_all()) {
+        kill_all(SIGKILL);
+        exit_code_ = 1;
+    }
+    loop();
+    for (size_t i = 0; i < conns_.size(); ++i) close_conn(i);
+    close(listen_fd_);
+    if (topo_) hwloc_topology_destroy(topo_);
+    return exit_code_;
+}
+
+}  // namespace
+
+int run(const Options& opt) {
+    Launcher l(opt);
+    return l.run();
+}
+
+}  // namespace weft::run

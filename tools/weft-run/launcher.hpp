@@ -1,0 +1,45 @@
+// launcher.hpp — weft-run: fork the ranks of one or more jobs on this
+// machine, serve their bootstrap exchanges, inject faults, forward signals.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::run {
+
+struct JobSpec {
+    uint32_t size = 0;
+    std::vector<std::string> argv;
+};
+
+enum class FaultAction { kill, stop };
+
+struct FaultSpec {
+    FaultAction action = FaultAction::kill;
+    uint32_t job = 0;
+    uint32_t rank = 0;
+    double after_s = -1;   // timed: signal after this many seconds
+    double for_s = -1;     // stop only: SIGCONT after this many seconds
+    std::string at;        // fault point name (the rank signals itself)
+    uint64_t count = 1;
+};
+
+struct Options {
+    std::vector<JobSpec> jobs;
+    std::vector<FaultSpec> faults;
+    std::string transport;     // exported as WEFT_TRANSPORT when set
+    double timeout_s = 0;      // 0: none
+    bool keep_survivors = false;
+    bool bind = true;
+    bool verbose = false;
+};
+
+// Parses argv; on error prints a message and returns false.
+bool parse_options(int argc, char** argv, Options& opt);
+bool parse_fault(const std::string& text, FaultSpec& f, std::string& error);
+
+// Runs the launch; returns the process exit status for weft-run.
+int run(const Options& opt);
+
+}  // namespace weft::run

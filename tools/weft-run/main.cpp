@@ -1,0 +1,8 @@
+// weft-run — the embedded launcher for one machine (see launcher.hpp).
+#include "tools/weft-run/launcher.hpp"
+
+int main(int argc, char** argv) {
+    weft::run::Options opt;
+    if (!weft::run::parse_options(argc, argv, opt)) return 2;
+    return weft::run::run(opt);
+}

@@ -1,0 +1,179 @@
+// options.cpp — weft-run's command line.
+#include "tools/weft-run/launcher.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace weft::run {
+
+namespace {
+
+void usage() {
+    std::fprintf(stderr,
+                 "usage: weft-run [options] -n N prog [args...] [: -n M prog2 [args...]]...\n"
+                 "  -n N                 ranks of the job that follows (each ':' starts a new job)\n"
+                 "  --transport T        shm | ucx | auto (sets WEFT_TRANSPORT)\n"
+                 "  --timeout SEC        kill every rank and exit 124 after SEC seconds\n"
+                 "  --keep-survivors     do not kill the other ranks when one fails\n"
+                 "  --no-bind            do not bind ranks to cores\n"
+                 "  --fault SPEC         inject a fault (repeatable):\n"
+                 "                         kill:rank=R[:job=J]:after=SEC\n"
+                 "                         stop:rank=R[:job=J]:after=SEC[:for=SEC]\n"
+                 "                         kill:rank=R[:job=J]:at=NAME[:count=K]\n"
+                 "                         stop:rank=R[:job=J]:at=NAME[:count=K]\n"
+                 "  -v                   say what the launcher does\n");
+}
+
+bool parse_number(const std::string& s, double& out) {
+    char* end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    return !s.empty() && end && *end == '\0' && out >= 0;
+}
+
+bool parse_uint(const std::string& s, uint64_t& out) {
+    if (s.empty() || s[0] == '-') return false;
+    char* end = nullptr;
+    out = std::strtoull(s.c_str(), &end, 10);
+    return end && *end == '\0';
+}
+
+}  // namespace
+
+bool parse_fault(const std::string& text, FaultSpec& f, std::string& error) {
+    f = FaultSpec{};
+    std::vector<std::string> parts;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        size_t c = text.find(':', pos);
+        if (c == std::string::npos) c = text.size();
+        parts.push_back(text.substr(pos, c - pos));
+        pos = c + 1;
+    }
+    if (parts.empty() || (parts[0] != "kill" && parts[0] != "stop")) {
+        error = "a fault starts with kill or stop";
+        return false;
+    }
+    f.action = parts[0] == "kill" ? FaultAction::kill : FaultAction::stop;
+    bool have_rank = false;
+    for (size_t i = 1; i < parts.size(); ++i) {
+        size_t eq = parts[i].find('=');
+        if (eq == std::string::npos) {
+            error = "expected key=value, got '" + parts[i] + "'";
+            return false;
+        }
+        std::string k = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
+        uint64_t u = 0;
+        if (k == "rank" && parse_uint(v, u)) {
+            f.rank = static_cast<uint32_t>(u);
+            have_rank = true;
+        } else if (k == "job" && parse_uint(v, u)) {
+            f.job = static_cast<uint32_t>(u);
+        } else if (k == "after" && parse_number(v, f.after_s)) {
+        } else if (k == "for" && parse_number(v, f.for_s)) {
+        } else if (k == "at" && !v.empty() && v.find_first_of(";#@") == std::string::npos) {
+            f.at = v;
+        } else if (k == "count" && parse_uint(v, u) && u > 0) {
+            f.count = u;
+        } else {
+            error = "bad fault field '" + parts[i] + "'";
+            return false;
+        }
+    }
+    if (!have_rank) {
+        error = "a fault needs rank=R";
+        return false;
+    }
+    if ((f.after_s >= 0) == !f.at.empty()) {
+        error = "a fault needs exactly one of after=SEC or at=NAME";
+        return false;
+    }
+    if (f.for_s >= 0 && (f.action != FaultAction::stop || f.after_s < 0)) {
+        error = "for=SEC goes with stop:...:after=SEC";
+        return false;
+    }
+    return true;
+}
+
+bool parse_options(int argc, char** argv, Options& opt) {
+    int i = 1;
+    auto need = [&](const char* what) -> const char* {
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "weft-run: %s needs a value\n", what);
+            return nullptr;
+        }
+        return argv[++i];
+    };
+    for (; i < argc && std::strcmp(argv[i], "-n") != 0; ++i) {
+        std::string a = argv[i];
+        if (a == "--transport") {
+            const char* v = need("--transport");
+            if (!v) return false;
+            opt.transport = v;
+        } else if (a == "--timeout") {
+            const char* v = need("--timeout");
+            if (!v || !parse_number(v, opt.timeout_s)) {
+                std::fprintf(stderr, "weft-run: --timeout takes seconds\n");
+                return false;
+            }
+        } else if (a == "--keep-survivors") {
+            opt.keep_survivors = true;
+        } else if (a == "--no-bind") {
+            opt.bind = false;
+        } else if (a == "--fault") {
+            const char* v = need("--fault");
+            if (!v) return false;
+            FaultSpec f;
+            std::string err;
+            if (!parse_fault(v, f, err)) {
+                std::fprintf(stderr, "weft-run: --fault %s: %s\n", v, err.c_str());
+                return false;
+            }
+            opt.faults.push_back(f);
+        } else if (a == "-v") {
+            opt.verbose = true;
+        } else if (a == "-h" || a == "--help") {
+            usage();
+            return false;
+        } else {
+            std::fprintf(stderr, "weft-run: unknown option %s\n", argv[i]);
+            usage();
+            return false;
+        }
+    }
+    while (i < argc) {
+        if (std::strcmp(argv[i], "-n") != 0 || i + 1 >= argc) {
+            usage();
+            return false;
+        }
+        uint64_t n = 0;
+        if (!parse_uint(argv[i + 1], n) || n == 0 || n > 4096) {
+            std::fprintf(stderr, "weft-run: -n takes a rank count from 1 to 4096\n");
+            return false;
+        }
+        JobSpec job;
+        job.size = static_cast<uint32_t>(n);
+        i += 2;
+        for (; i < argc && std::strcmp(argv[i], ":") != 0; ++i) job.argv.emplace_back(argv[i]);
+        if (job.argv.empty()) {
+            std::fprintf(stderr, "weft-run: job %zu has no program\n", opt.jobs.size());
+            return false;
+        }
+        opt.jobs.push_back(std::move(job));
+        if (i < argc) ++i;  // skip ':'
+    }
+    if (opt.jobs.empty()) {
+        usage();
+        return false;
+    }
+    for (const auto& f : opt.faults) {
+        if (f.job >= opt.jobs.size() || f.rank >= opt.jobs[f.job].size) {
+            std::fprintf(stderr, "weft-run: fault names job %u rank %u, which the launch does not have\n",
+                         f.job, f.rank);
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace weft::run
