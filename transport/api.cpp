@@ -327,4 +327,8 @@ weft_status_t weft_bootstrap_barrier(weft_context_t ctx) {
     return guarded([&]() -> Status { return rt->bootstrap().barrier(rt->op_deadline()); });
 }
 
+void weft_fault_point(const char* name) {
+    if (name) WEFT_FAULT_POINT(name);
+}
+
 }  // extern "C"

@@ -127,6 +127,8 @@ int g_npoints = 0;
 // WEFT_FAULT_POINTS="kill@name#count;stop@name#count" (set by weft-run for
 // the chosen rank only).
 void init_from_env() {
+    g_npoints = 0;
+    armed.store(false, std::memory_order_relaxed);
     const char* v = std::getenv("WEFT_FAULT_POINTS");
     if (!v || !*v) return;
     std::string spec(v);

@@ -156,6 +156,8 @@ Status Runtime::finalize() {
     // for a dead one (the launcher fails the exchange when a member died).
     Status st = bootstrap_->barrier(op_deadline());
     if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
+        .store(1, std::memory_order_release);
     monitor_.stop();
     for (auto& w : windows_) {
         if (w->magic == weft_window::live_magic) {
@@ -179,12 +181,25 @@ void Runtime::declare_failed(uint32_t p, const char* why) {
     if (backend_) backend_->wake();
 }
 
+bool Runtime::departed(uint32_t p) const {
+    // Readable only where the peer's state window is mapped here (shm); a
+    // backend without that reports every exit as a failure.
+    if (!state_window_ || p >= state_window_->nranks || !state_window_->remote[p].direct) return false;
+    return std::atomic_ref<uint64_t>(
+               *reinterpret_cast<uint64_t*>(state_window_->remote[p].direct + WEFT_STATE_FINALIZED_OFF))
+               .load(std::memory_order_acquire) == 1;
+}
+
 uint32_t Runtime::dispatch_failures() {
     failures_dispatched_ = failures_declared_.load(std::memory_order_acquire);
     uint32_t n = 0;
     for (uint32_t p = 0; p < peers_.size(); ++p) {
         if (failure_reported_[p] || !peer_failed(p)) continue;
         failure_reported_[p] = 1;
+        if (departed(p)) {
+            WEFT_LOG(debug, "peer %u finalized and exited: departed, not failed", p);
+            continue;
+        }
         ++n;
         backend_->peer_failed(p);
         if (failure_handler_) failure_handler_(failure_arg_, p);

@@ -81,6 +81,7 @@ private:
     Status choose_backend();
     Status create_state_window();
     uint32_t dispatch_failures();
+    bool departed(uint32_t p) const;
 
     std::unique_ptr<Bootstrap> bootstrap_;
     std::unique_ptr<Backend> backend_;

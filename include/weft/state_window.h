@@ -29,11 +29,14 @@
 
 /* Byte offsets of each word inside the window. */
 enum weft_state_offset {
-    /* line 0, OWNER-STORE, written once at init: magic, version, rank, pid */
+    /* line 0, OWNER-STORE: magic, version, rank, pid (at init), finalized */
     WEFT_STATE_MAGIC_OFF = 0,
     WEFT_STATE_VERSION_OFF = 8,
     WEFT_STATE_OWNER_RANK_OFF = 16,
     WEFT_STATE_OWNER_PID_OFF = 24,
+    /* OWNER-STORE: set to 1 by weft_finalize just before the process may
+     * exit, so that a peer seeing it exit knows it departed, not failed. */
+    WEFT_STATE_FINALIZED_OFF = 32,
     /* OWNER-STORE: incremented by the owner while it is alive and running;
      * observed one-sidedly by the failure detector. */
     WEFT_STATE_HEARTBEAT_OFF = 1 * WEFT_STATE_LINE,

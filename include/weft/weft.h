@@ -204,6 +204,12 @@ weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int *failed);
 /* Job-wide barrier over the bootstrap channel (control path, slow). */
 weft_status_t weft_bootstrap_barrier(weft_context_t ctx);
 
+/* A named fault point: when weft-run was asked to
+ * `--fault kill:rank=R:at=NAME[:count=K]` (or stop:...), rank R SIGKILLs
+ * (SIGSTOPs) itself on the K-th call with NAME. Otherwise a no-op costing one
+ * load. weft's own code has points such as "transport.init.done". */
+void weft_fault_point(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -450,7 +450,8 @@ void Launcher::reap() {
             p.status = status;
             const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            if (!ok && p.expected_death && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+            if (!ok && p.expected_death && opt_.keep_survivors && WIFSIGNALED(status) &&
+                WTERMSIG(status) == SIGKILL) {
                 say("job %u rank %u was killed as the fault asked", p.job, p.rank);
             } else if (!ok) {
                 if (WIFSIGNALED(status))

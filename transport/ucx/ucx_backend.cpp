@@ -1,7 +1,786 @@
-// ucx_backend.cpp — placeholder until the UCX backend lands in this file.
+// ucx_backend.cpp — the UCX (ucp) backend.
+//
+// One ucp context (RMA | AMO64 | AM | WAKEUP) and one worker per weft
+// context; an endpoint to every process of the universe, created at init
+// from worker addresses exchanged over the bootstrap. Windows are ucp memory
+// regions whose packed rkeys travel over the bootstrap; put/get/atomics are
+// ucp_*_nbx calls on the owner's endpoint, completed by polling the returned
+// request. Active messages share one UCX AM id; the weft handler id and the
+// sender's universe index ride in the AM user header.
+//
+// Two UCX rules shape the code:
+//  * ucp_worker_progress must not run inside a UCX callback, and a weft
+//    handler may send (which progresses). So the AM callback only queues the
+//    arrival; progress() dispatches the queue after ucp_worker_progress has
+//    returned.
+//  * A request we stop waiting for (timeout, dead peer) may still complete
+//    later and write its reply buffer. Buffers UCX may still touch therefore
+//    never live on the stack: they sit in backend-owned slots, and an
+//    abandoned slot is retired (kept alive until the worker is destroyed)
+//    rather than reused.
 #include "transport/backend.hpp"
 
 #include <weft/config.hpp>
+
+#if WEFT_HAVE_UCX
+
+#include "transport/runtime.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <poll.h>
+#include <string_view>
+
+namespace weft {
+namespace {
+
+// Every weft active message uses this UCX AM id.
+constexpr unsigned weft_am_id = 0x77;
+// Payloads up to this size go eagerly (UCP_AM_SEND_FLAG_EAGER, copied by the
+// receiver); larger ones by rendezvous (UCP_AM_SEND_FLAG_RNDV, pulled into a
+// receiver buffer). 8 KiB is about one shm FIFO element / one tcp bcopy.
+constexpr size_t eager_limit = 8192;
+// Allocated windows are at least this big in UCX so that a zero-byte window
+// still has an aligned, valid base.
+constexpr size_t min_alloc = 64;
+
+// The AM user header.
+struct AmHeader {
+    uint32_t id;             // weft handler id
+    uint32_t src_universe;   // sender's universe index (peer indices differ per job)
+};
+static_assert(sizeof(AmHeader) == 8);
+
+// Buffers UCX reads or writes until a request completes (see the file
+// comment). One cache line so a retired slot never shares one with its
+// successor.
+struct alignas(64) Slot {
+    uint64_t operand = 0;  // atomics: the value (CSWAP: the compare value)
+    uint64_t reply = 0;    // atomics: CSWAP's swap value in, previous value out
+    AmHeader header{};     // am_send: the user header
+};
+
+// The transports UCX_TLS selects can include shared memory. In UCX 1.13,
+// UCP_ERR_HANDLING_MODE_PEER together with shm either fails endpoint
+// creation or silently drops shm, so peer error handling is enabled only
+// when shm cannot be in use.
+bool tls_may_use_shm() {
+    const char* tls = std::getenv("UCX_TLS");
+    if (!tls || !*tls) return true;
+    std::string_view s(tls);
+    if (s.front() == '^') return true;  // an exclusion list keeps "the rest", shm included
+    static constexpr std::string_view shm_names[] = {"shm", "sysv", "posix", "cma", "all",
+                                                     "sm",  "knem", "xpmem"};
+    while (!s.empty()) {
+        size_t comma = s.find(',');
+        std::string_view tok = s.substr(0, comma);
+        for (auto n : shm_names)
+            if (tok == n) return true;
+        if (comma == std::string_view::npos) break;
+        s.remove_prefix(comma + 1);
+    }
+    return false;
+}
+
+bool is_peer_error(ucs_status_t s) {
+    switch (s) {
+        case UCS_ERR_ENDPOINT_TIMEOUT:
+        case UCS_ERR_CONNECTION_RESET:
+        case UCS_ERR_UNREACHABLE:
+        case UCS_ERR_REJECTED:
+        case UCS_ERR_NOT_CONNECTED:
+        case UCS_ERR_CANCELED:
+            return true;
+        default:
+            return false;
+    }
+}
+
+[[gnu::cold]] Status map_ucs(ucs_status_t s, const char* what, uint32_t peer) {
+    return WEFT_FAIL(is_peer_error(s) ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT, "ucx %s (peer %u): %s",
+                     what, peer, ucs_status_string(s));
+}
+
+class UcxBackend;
+
+struct Endpoint {
+    ucp_ep_h ep = nullptr;
+    UcxBackend* backend = nullptr;
+    uint32_t peer = 0;
+    bool dead = false;   // failed: operations fail fast, no flush
+    bool dirty = false;  // a put was issued since the last flush
+};
+
+struct WindowData {
+    UcxBackend* backend = nullptr;
+    ucp_mem_h memh = nullptr;
+};
+
+// A rendezvous message whose data is being pulled into `buf`.
+struct RndvRecv {
+    void* desc = nullptr;  // until handed to ucp_am_recv_data_nbx
+    void* req = nullptr;   // the receive request while in progress
+    uint8_t* buf = nullptr;
+    size_t len = 0;
+    bool started = false;
+    bool done = false;
+    ucs_status_t status = UCS_OK;
+};
+
+// An arrived message waiting for progress() to run its handler.
+struct Arrival {
+    uint32_t source = 0;  // peer index
+    uint32_t id = 0;
+    std::vector<uint8_t> eager;     // eager: the copied payload
+    std::unique_ptr<RndvRecv> rndv;  // rendezvous
+};
+
+// ----------------------------------------------------------------- backend
+class UcxBackend final : public Backend {
+public:
+    explicit UcxBackend(Runtime& rt) : rt_(rt) {}
+    ~UcxBackend() override;
+    Status init();
+
+    const char* name() const override { return "ucx"; }
+    void query_caps(weft_caps_t& c) const override {
+        const bool local = rt_.all_same_host();
+        c.transport = "ucx";
+        // Over shm UCX's atomics on ucp_mem_map(ALLOCATE) memory are CPU
+        // atomics on the mapped segment; over tcp they are AM-emulated.
+        c.atomics = shm_possible_ && local ? WEFT_ATOMICS_CPU : WEFT_ATOMICS_EMULATED;
+        c.atomics_registered = WEFT_ATOMICS_EMULATED;
+        c.atomic_scope = WEFT_ATOMIC_SCOPE_GLOBAL;
+        c.ordered_puts = 0;
+        c.peer_failure_immediate = local ? 1 : 0;  // weft's pidfd monitor
+        c.am_eager_limit = eager_limit;
+        c.am_max_size = WEFT_AM_MAX_SIZE;
+    }
+    Status window_create(weft_window& w, bool allocate, void* base, size_t size) override;
+    void window_destroy(weft_window& w) override;
+    Status flush(weft_window& w, uint32_t rank) override;
+    size_t am_eager_limit() const override { return eager_limit; }
+    Status am_send(uint32_t peer, uint32_t id, const void* payload, size_t len) override;
+    uint32_t progress() override;
+    void wait_for_event(uint64_t timeout_ns) override;
+    void wake() override { ucp_worker_signal(worker_); }
+    void peer_failed(uint32_t peer) override { eps_[peer].dead = true; }
+
+    // ------------------------------------------------------- datapath
+    // Each returns once the operation's local buffers are complete (put:
+    // src reusable; get/atomics: result in place).
+    Status put(const RemoteRegion& r, uint32_t rank, uint64_t off, const void* src, size_t len) {
+        Endpoint& e = eps_[rank];
+        if (__builtin_expect(e.dead, 0)) return dead_endpoint(rank, "put");
+        e.dirty = true;
+        ucp_request_param_t p;
+        p.op_attr_mask = 0;
+        ucs_status_ptr_t req = ucp_put_nbx(e.ep, src, len, r.addr + off, static_cast<ucp_rkey_h>(r.rkey), &p);
+        if (__builtin_expect(req == nullptr, 1)) return WEFT_OK;
+        return complete(req, rank, "put");
+    }
+    Status get(const RemoteRegion& r, uint32_t rank, uint64_t off, void* dst, size_t len) {
+        Endpoint& e = eps_[rank];
+        if (__builtin_expect(e.dead, 0)) return dead_endpoint(rank, "get");
+        ucp_request_param_t p;
+        p.op_attr_mask = 0;
+        ucs_status_ptr_t req = ucp_get_nbx(e.ep, dst, len, r.addr + off, static_cast<ucp_rkey_h>(r.rkey), &p);
+        if (__builtin_expect(req == nullptr, 1)) return WEFT_OK;
+        return complete(req, rank, "get");
+    }
+    // CSWAP: operand = compare value, reply = swap value in / old value out
+    // (ucp.h's atomic table: Result=Y; if (X==Y) Y=Z with X=buffer,
+    // Z=reply_buffer).
+    Status atomic(ucp_atomic_op_t op, const RemoteRegion& r, uint32_t rank, uint64_t off, uint64_t operand,
+                  uint64_t reply_in, uint64_t* old) {
+        Endpoint& e = eps_[rank];
+        if (__builtin_expect(e.dead, 0)) return dead_endpoint(rank, "atomic");
+        Slot* s = slot_;
+        s->operand = operand;
+        s->reply = reply_in;
+        ucp_request_param_t p;
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+        p.datatype = ucp_dt_make_contig(8);
+        p.reply_buffer = &s->reply;
+        ucs_status_ptr_t req =
+            ucp_atomic_op_nbx(e.ep, op, &s->operand, 1, r.addr + off, static_cast<ucp_rkey_h>(r.rkey), &p);
+        if (__builtin_expect(req != nullptr, 0)) {
+            Status st = complete(req, rank, "atomic");
+            if (st != WEFT_OK) return st;  // outputs only on success
+        }
+        *old = s->reply;
+        return WEFT_OK;
+    }
+
+private:
+    static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                              const ucp_am_recv_param_t* param);
+    static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+    // Waits for a request; frees it (or abandons it) in every case.
+    [[gnu::noinline]] Status complete(ucs_status_ptr_t req, uint32_t peer, const char* what);
+    [[gnu::cold]] Status dead_endpoint(uint32_t peer, const char* what) {
+        return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "ucx %s: peer %u has failed", what, peer);
+    }
+    [[gnu::cold]] void abandon(void* req);
+    void start_rndv();
+    uint32_t dispatch();
+    Status unpack_window(weft_window& w, const std::vector<std::vector<uint8_t>>& all, bool allocate,
+                         void* base);
+
+    Runtime& rt_;
+    ucp_context_h context_ = nullptr;
+    ucp_worker_h worker_ = nullptr;
+    int efd_ = -1;
+    bool shm_possible_ = true;
+    bool peer_err_mode_ = false;
+    std::vector<Endpoint> eps_;  // by peer index; never resized after init (callback args)
+    Slot* slot_ = nullptr;
+    std::vector<Slot*> retired_;  // slots of abandoned requests, freed after the worker
+    std::deque<Arrival> arrivals_;
+    uint32_t unstarted_rndv_ = 0;
+    std::vector<std::vector<uint8_t>> spare_;  // recycled eager buffers
+    std::vector<ucs_status_ptr_t> flush_reqs_;
+};
+
+// ------------------------------------------------------------- RMA table
+inline UcxBackend* backend_of(weft_window* w) { return static_cast<WindowData*>(w->backend_data)->backend; }
+
+Status ucx_put(weft_window* w, uint32_t rank, uint64_t off, const void* src, size_t len) {
+    return backend_of(w)->put(w->remote[rank], rank, off, src, len);
+}
+Status ucx_get(weft_window* w, uint32_t rank, uint64_t off, void* dst, size_t len) {
+    return backend_of(w)->get(w->remote[rank], rank, off, dst, len);
+}
+Status ucx_fetch_add(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old) {
+    return backend_of(w)->atomic(UCP_ATOMIC_OP_ADD, w->remote[rank], rank, off, v, 0, old);
+}
+Status ucx_compare_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t expected, uint64_t desired,
+                        uint64_t* old) {
+    return backend_of(w)->atomic(UCP_ATOMIC_OP_CSWAP, w->remote[rank], rank, off, expected, desired, old);
+}
+Status ucx_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old) {
+    return backend_of(w)->atomic(UCP_ATOMIC_OP_SWAP, w->remote[rank], rank, off, v, 0, old);
+}
+
+constexpr RmaOps ucx_ops{ucx_put, ucx_get, ucx_fetch_add, ucx_compare_swap, ucx_swap};
+
+// ---------------------------------------------------------------- init
+Status UcxBackend::init() {
+    shm_possible_ = tls_may_use_shm();
+    peer_err_mode_ = !shm_possible_;
+
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_config_read: %s", ucs_status_string(s));
+    ucp_params_t params;
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    // WAKEUP: ucp_worker_get_efd/arm/signal for wait_for_event and wake.
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.estimated_num_eps = rt_.universe_size();
+    s = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_init: %s", ucs_status_string(s));
+
+    ucp_worker_params_t wp;
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    // A weft context is used by one thread at a time; the monitor thread
+    // only calls ucp_worker_signal, which is safe in any mode.
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    s = ucp_worker_create(context_, &wp, &worker_);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_create: %s", ucs_status_string(s));
+    s = ucp_worker_get_efd(worker_, &efd_);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_get_efd: %s", ucs_status_string(s));
+
+    ucp_am_handler_param_t ap;
+    ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    ap.id = weft_am_id;
+    ap.flags = UCP_AM_FLAG_WHOLE_MSG;  // one callback per message, fragments reassembled
+    ap.cb = on_am;
+    ap.arg = this;
+    s = ucp_worker_set_am_recv_handler(worker_, &ap);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_set_am_recv_handler: %s", ucs_status_string(s));
+
+    slot_ = new Slot{};
+
+    // Worker addresses to and from every process of the universe.
+    ucp_address_t* addr = nullptr;
+    size_t addr_len = 0;
+    s = ucp_worker_get_address(worker_, &addr, &addr_len);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_get_address: %s", ucs_status_string(s));
+    std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + addr_len);
+    ucp_worker_release_address(worker_, addr);
+    std::vector<std::vector<uint8_t>> all;
+    Status st = rt_.bootstrap().exchange(wire::Scope::universe, mine, all, rt_.op_deadline());
+    if (st != WEFT_OK) return WEFT_FAIL(st, "ucx worker address exchange failed");
+
+    const uint32_t n = rt_.universe_size();
+    if (all.size() != n) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx address exchange: %zu of %u records", all.size(), n);
+    eps_.assign(n, Endpoint{});
+    for (uint32_t u = 0; u < n; ++u) {
+        const uint32_t p = rt_.peer_of_universe(u);
+        Endpoint& e = eps_[p];
+        e.backend = this;
+        e.peer = p;
+        if (all[u].empty()) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx address of peer %u is empty", p);
+        ucp_ep_params_t ep;
+        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+        ep.address = reinterpret_cast<const ucp_address_t*>(all[u].data());
+        ep.err_mode = peer_err_mode_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+        if (peer_err_mode_) {
+            ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+            ep.err_handler.cb = on_ep_error;
+            ep.err_handler.arg = &e;
+        }
+        s = ucp_ep_create(worker_, &ep, &e.ep);
+        if (s != UCS_OK)
+            return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_ep_create to peer %u: %s", p, ucs_status_string(s));
+    }
+    WEFT_LOG(debug, "ucx: %u endpoints, peer error handling %s", n, peer_err_mode_ ? "on" : "off (shm possible)");
+    return WEFT_OK;
+}
+
+UcxBackend::~UcxBackend() {
+    // Pending rendezvous receives: release the requests (UCX finishes or
+    // drops them internally); their buffers outlive the worker.
+    for (auto& a : arrivals_) {
+        if (!a.rndv) continue;
+        if (a.rndv->req) ucp_request_free(a.rndv->req);
+        else if (a.rndv->desc && worker_) ucp_am_data_release(worker_, a.rndv->desc);
+        a.rndv->req = nullptr;
+        a.rndv->desc = nullptr;
+    }
+    if (worker_) {
+        // finalize's barrier already met every live peer: force-close.
+        std::vector<ucs_status_ptr_t> closing;
+        for (auto& e : eps_) {
+            if (!e.ep) continue;
+            ucp_request_param_t p;
+            p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            ucs_status_ptr_t r = ucp_ep_close_nbx(e.ep, &p);
+            if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
+            e.ep = nullptr;
+        }
+        const Deadline d = rt_.op_deadline();
+        Backoff backoff;
+        while (!closing.empty() && !d.passed()) {
+            ucp_worker_progress(worker_);
+            std::erase_if(closing, [](ucs_status_ptr_t r) {
+                if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+                ucp_request_free(r);
+                return true;
+            });
+            backoff.pause();
+        }
+        if (!closing.empty()) {
+            WEFT_LOG(warn, "ucx: %zu endpoints did not close before the deadline", closing.size());
+            for (auto r : closing) ucp_request_free(r);
+        }
+        ucp_worker_destroy(worker_);
+    }
+    if (context_) ucp_cleanup(context_);
+    for (auto& a : arrivals_)
+        if (a.rndv) std::free(a.rndv->buf);
+    delete slot_;
+    for (Slot* s : retired_) delete s;
+}
+
+// ------------------------------------------------------------- waiting
+Status UcxBackend::complete(ucs_status_ptr_t req, uint32_t peer, const char* what) {
+    if (UCS_PTR_IS_ERR(req)) return map_ucs(UCS_PTR_STATUS(req), what, peer);
+    const Deadline d = rt_.op_deadline();
+    Backoff backoff;
+    for (;;) {
+        const unsigned events = ucp_worker_progress(worker_);
+        // A peer blocked in its own rendezvous send to us needs our pull.
+        if (unstarted_rndv_) start_rndv();
+        const ucs_status_t s = ucp_request_check_status(req);
+        if (s != UCS_INPROGRESS) {
+            ucp_request_free(req);
+            return s == UCS_OK ? WEFT_OK : map_ucs(s, what, peer);
+        }
+        if (rt_.peer_failed(peer) || eps_[peer].dead) {
+            abandon(req);
+            return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "ucx %s: peer %u failed during the operation", what, peer);
+        }
+        if (d.passed()) {
+            abandon(req);
+            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "ucx %s: peer %u did not complete within %llu ms (is it progressing?)",
+                             what, peer, static_cast<unsigned long long>(rt_.timeout_ns() / 1000000));
+        }
+        if (events == 0) backoff.pause();
+    }
+}
+
+void UcxBackend::abandon(void* req) {
+    // UCX keeps progressing a freed request and may still write the slot
+    // (an emulated atomic's late reply): retire it, take a fresh one.
+    ucp_request_free(req);
+    retired_.push_back(slot_);
+    slot_ = new Slot{};
+}
+
+// ------------------------------------------------------------- windows
+Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size_t size) {
+    auto* data = new WindowData{this, nullptr};
+    uint8_t kind = allocate ? 0 : 1;  // 2: this rank failed, the window fails everywhere
+    uint8_t* local = static_cast<uint8_t*>(base);
+    void* packed = nullptr;
+    size_t packed_len = 0;
+    const size_t map_len = allocate ? std::max(size, min_alloc) : size;
+    if (map_len > 0) {
+        ucp_mem_map_params_t mp;
+        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                        UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+        mp.address = allocate ? nullptr : base;
+        mp.length = map_len;
+        // ALLOCATE: UCX places the memory in a segment its shm transports
+        // can map, so peers' atomics on it are CPU atomics.
+        mp.flags = allocate ? UCP_MEM_MAP_ALLOCATE : 0;
+        ucs_status_t s = ucp_mem_map(context_, &mp, &data->memh);
+        if (s != UCS_OK) {
+            WEFT_LOG(error, "ucp_mem_map of %zu bytes (%s): %s", map_len, allocate ? "allocate" : "register",
+                     ucs_status_string(s));
+            data->memh = nullptr;
+            kind = 2;
+        }
+        if (kind != 2 && allocate) {
+            ucp_mem_attr_t ma;
+            ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+            s = ucp_mem_query(data->memh, &ma);
+            if (s != UCS_OK || (reinterpret_cast<uintptr_t>(ma.address) & 63) != 0) {
+                WEFT_LOG(error, "ucp_mem_query of an allocated window: %s",
+                         s != UCS_OK ? ucs_status_string(s) : "not 64-byte aligned");
+                kind = 2;
+            } else {
+                local = static_cast<uint8_t*>(ma.address);
+                std::memset(local, 0, map_len);
+            }
+        }
+        if (kind != 2) {
+            s = ucp_rkey_pack(context_, data->memh, &packed, &packed_len);
+            if (s != UCS_OK) {
+                WEFT_LOG(error, "ucp_rkey_pack: %s", ucs_status_string(s));
+                packed = nullptr;
+                packed_len = 0;
+                kind = 2;
+            }
+        }
+    }
+    // Record: kind, addr, size, rkey length, rkey. Every rank takes part
+    // even after a local failure so that no peer hangs in the exchange.
+    const uint64_t where = reinterpret_cast<uint64_t>(local);
+    std::vector<uint8_t> mine;
+    mine.push_back(kind);
+    wire::put_u32(mine, static_cast<uint32_t>(where));
+    wire::put_u32(mine, static_cast<uint32_t>(where >> 32));
+    wire::put_u32(mine, static_cast<uint32_t>(uint64_t(size)));
+    wire::put_u32(mine, static_cast<uint32_t>(uint64_t(size) >> 32));
+    wire::put_u32(mine, static_cast<uint32_t>(packed_len));
+    if (packed) mine.insert(mine.end(), static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + packed_len);
+    if (packed) ucp_rkey_buffer_release(packed);
+
+    std::vector<std::vector<uint8_t>> all;
+    Status st = rt_.bootstrap().exchange(wire::Scope::job, mine, all, rt_.op_deadline());
+    if (st == WEFT_OK) {
+        w.backend_data = data;
+        w.local_base = local;
+        w.local_size = size;
+        st = unpack_window(w, all, allocate, local);
+        if (st == WEFT_OK) {
+            w.ops = &ucx_ops;
+            return WEFT_OK;
+        }
+        window_destroy(w);  // releases the rkeys unpacked so far, the mapping and data
+        w.local_base = nullptr;
+        w.local_size = 0;
+        return st;
+    }
+    if (data->memh) ucp_mem_unmap(context_, data->memh);
+    delete data;
+    return WEFT_FAIL(st, "ucx window exchange failed");
+}
+
+Status UcxBackend::unpack_window(weft_window& w, const std::vector<std::vector<uint8_t>>& all, bool allocate,
+                                 void* local) {
+    const uint32_t n = rt_.size();
+    if (all.size() != n) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx window exchange: %zu of %u records", all.size(), n);
+    // First validate every record so that all ranks agree on failure
+    // before any rkey is unpacked.
+    for (uint32_t r = 0; r < n; ++r) {
+        const auto& b = all[r];
+        if (b.size() < 21 || b.size() != 21u + wire::get_u32(b.data() + 17))
+            return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx window record from rank %u corrupted", r);
+        if (b[0] == 2) return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "rank %u could not map its window", r);
+        if (b[0] != (allocate ? 0 : 1))
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "rank %u called a different window constructor", r);
+    }
+    w.remote_storage.assign(n, RemoteRegion{});
+    for (uint32_t r = 0; r < n; ++r) {
+        const auto& b = all[r];
+        RemoteRegion& reg = w.remote_storage[r];
+        reg.addr = wire::get_u32(b.data() + 1) | uint64_t(wire::get_u32(b.data() + 5)) << 32;
+        reg.size = wire::get_u32(b.data() + 9) | uint64_t(wire::get_u32(b.data() + 13)) << 32;
+        reg.pid = rt_.peer(r).pid;
+        const uint32_t klen = wire::get_u32(b.data() + 17);
+        if (klen == 0) {
+            // Nothing mapped (a zero-byte registered window): the API's
+            // bounds check keeps every access away from it.
+            if (reg.size != 0) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "rank %u sent no rkey for %llu bytes", r,
+                                                static_cast<unsigned long long>(reg.size));
+            continue;
+        }
+        if (rt_.peer_failed(r)) continue;  // never addressed: the API checks peer_failed first
+        ucp_rkey_h rkey = nullptr;
+        ucs_status_t s = ucp_ep_rkey_unpack(eps_[r].ep, b.data() + 21, &rkey);
+        if (s != UCS_OK)
+            return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_ep_rkey_unpack for rank %u: %s", r, ucs_status_string(s));
+        reg.rkey = rkey;
+        // Informational: where UCX maps the region here (shm). The datapath
+        // does not use it; every access goes through UCX.
+        void* ptr = nullptr;
+        if (r == rt_.rank()) reg.direct = static_cast<uint8_t*>(local);
+        else if (ucp_rkey_ptr(rkey, reg.addr, &ptr) == UCS_OK) reg.direct = static_cast<uint8_t*>(ptr);
+    }
+    return WEFT_OK;
+}
+
+void UcxBackend::window_destroy(weft_window& w) {
+    auto* data = static_cast<WindowData*>(w.backend_data);
+    if (!data) return;
+    for (auto& reg : w.remote_storage) {
+        if (reg.rkey) ucp_rkey_destroy(static_cast<ucp_rkey_h>(reg.rkey));
+        reg.rkey = nullptr;
+        reg.direct = nullptr;
+    }
+    if (data->memh) ucp_mem_unmap(context_, data->memh);
+    delete data;
+    w.backend_data = nullptr;
+}
+
+Status UcxBackend::flush(weft_window& w, uint32_t rank) {
+    // UCX flushes endpoints, not regions: this completes every put to the
+    // rank(s), whatever window it targeted. Only endpoints that carried a
+    // put since their last flush are flushed (get and atomics complete
+    // before they return), so an idle endpoint never waits for wire-up.
+    if (rank != WEFT_RANK_ALL) {
+        Endpoint& e = eps_[rank];
+        if (e.dead || rt_.peer_failed(rank)) return dead_endpoint(rank, "flush");
+        if (!e.dirty) return WEFT_OK;
+        ucp_request_param_t p;
+        p.op_attr_mask = 0;
+        ucs_status_ptr_t r = ucp_ep_flush_nbx(e.ep, &p);
+        Status st = r ? complete(r, rank, "flush") : WEFT_OK;
+        if (st == WEFT_OK) e.dirty = false;
+        return st;
+    }
+    // All ranks: start every flush, then wait for each. A rank already
+    // known failed is skipped: its puts cannot complete, and the failure
+    // has been (or will be) reported through the failure handler.
+    flush_reqs_.assign(w.nranks, nullptr);
+    Status result = WEFT_OK;
+    for (uint32_t r = 0; r < w.nranks; ++r) {
+        Endpoint& e = eps_[r];
+        if (!e.dirty || e.dead || rt_.peer_failed(r)) continue;
+        ucp_request_param_t p;
+        p.op_attr_mask = 0;
+        flush_reqs_[r] = ucp_ep_flush_nbx(e.ep, &p);
+        if (flush_reqs_[r] == nullptr) e.dirty = false;
+    }
+    for (uint32_t r = 0; r < w.nranks; ++r) {
+        if (!flush_reqs_[r]) continue;
+        Status st = complete(flush_reqs_[r], r, "flush");
+        if (st == WEFT_OK) eps_[r].dirty = false;
+        else if (result == WEFT_OK) result = st;
+    }
+    return result;
+}
+
+// ------------------------------------------------------ active messages
+Status UcxBackend::am_send(uint32_t peer, uint32_t id, const void* payload, size_t len) {
+    Endpoint& e = eps_[peer];
+    if (e.dead) return dead_endpoint(peer, "am_send");
+    slot_->header = AmHeader{id, rt_.self_universe()};
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = len <= eager_limit ? UCP_AM_SEND_FLAG_EAGER : UCP_AM_SEND_FLAG_RNDV;
+    ucs_status_ptr_t r = ucp_am_send_nbx(e.ep, weft_am_id, &slot_->header, sizeof(AmHeader), payload, len, &p);
+    if (r == nullptr) return WEFT_OK;
+    // Returns when payload may be reused: for rendezvous, once the
+    // receiver has pulled it.
+    return complete(r, peer, "am_send");
+}
+
+ucs_status_t UcxBackend::on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                               const ucp_am_recv_param_t* param) {
+    // Runs inside ucp_worker_progress: queue only, never call a handler.
+    auto* self = static_cast<UcxBackend*>(arg);
+    const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    AmHeader h;
+    if (header_length != sizeof h) {
+        WEFT_LOG(error, "ucx: dropped an active message with a %zu-byte header (not weft's)", header_length);
+        return UCS_OK;  // for rendezvous this drops the descriptor
+    }
+    std::memcpy(&h, header, sizeof h);
+    if (h.src_universe >= self->rt_.universe_size()) {
+        WEFT_LOG(error, "ucx: dropped an active message from universe index %u (of %u)", h.src_universe,
+                 self->rt_.universe_size());
+        return UCS_OK;
+    }
+    Arrival a;
+    a.source = self->rt_.peer_of_universe(h.src_universe);
+    a.id = h.id;
+    if (!rndv) {
+        if (!self->spare_.empty()) {
+            a.eager = std::move(self->spare_.back());
+            self->spare_.pop_back();
+        }
+        const auto* p = static_cast<const uint8_t*>(data);
+        a.eager.assign(p, p + length);
+        self->arrivals_.push_back(std::move(a));
+        return UCS_OK;
+    }
+    // Rendezvous: keep the descriptor; progress() starts the pull outside
+    // this callback.
+    a.rndv = std::make_unique<RndvRecv>();
+    a.rndv->desc = data;
+    a.rndv->len = length;
+    self->arrivals_.push_back(std::move(a));
+    ++self->unstarted_rndv_;
+    return UCS_INPROGRESS;
+}
+
+void UcxBackend::start_rndv() {
+    for (auto& a : arrivals_) {
+        if (!unstarted_rndv_) break;
+        if (!a.rndv || a.rndv->started) continue;
+        RndvRecv& rv = *a.rndv;
+        rv.started = true;
+        --unstarted_rndv_;
+        rv.buf = static_cast<uint8_t*>(std::malloc(rv.len));
+        if (!rv.buf) {
+            WEFT_LOG(error, "ucx: no memory for a %zu-byte rendezvous message from peer %u: dropped", rv.len,
+                     a.source);
+            ucp_am_data_release(worker_, rv.desc);
+            rv.desc = nullptr;
+            rv.done = true;
+            rv.status = UCS_ERR_NO_MEMORY;
+            continue;
+        }
+        ucp_request_param_t p;
+        p.op_attr_mask = 0;
+        void* desc = rv.desc;
+        rv.desc = nullptr;  // UCX owns it from here, whatever the outcome
+        ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker_, desc, rv.buf, rv.len, &p);
+        if (r == nullptr) {
+            rv.done = true;
+        } else if (UCS_PTR_IS_ERR(r)) {
+            rv.done = true;
+            rv.status = UCS_PTR_STATUS(r);
+        } else {
+            rv.req = r;
+        }
+    }
+}
+
+uint32_t UcxBackend::dispatch() {
+    uint32_t n = 0;
+    while (!arrivals_.empty()) {
+        Arrival& head = arrivals_.front();
+        if (head.rndv) {
+            RndvRecv& rv = *head.rndv;
+            if (!rv.done && rv.req) {
+                ucs_status_t s = ucp_request_check_status(rv.req);
+                if (s != UCS_INPROGRESS) {
+                    ucp_request_free(rv.req);
+                    rv.req = nullptr;
+                    rv.done = true;
+                    rv.status = s;
+                }
+            }
+            // Stop here, not skip: later messages from the same sender must
+            // not overtake this one.
+            if (!rv.done) break;
+        }
+        // Pop before running the handler: it may progress (and dispatch)
+        // again.
+        Arrival a = std::move(head);
+        arrivals_.pop_front();
+        if (a.rndv) {
+            if (a.rndv->status == UCS_OK) {
+                rt_.deliver_am(a.source, a.id, a.rndv->buf, a.rndv->len);
+                ++n;
+            } else {
+                WEFT_LOG(error, "ucx: dropped a %zu-byte rendezvous message (id %u) from peer %u: %s", a.rndv->len,
+                         a.id, a.source, ucs_status_string(a.rndv->status));
+            }
+            std::free(a.rndv->buf);
+        } else {
+            rt_.deliver_am(a.source, a.id, a.eager.data(), a.eager.size());
+            ++n;
+            if (spare_.size() < 64 && a.eager.capacity() <= 2 * eager_limit) {
+                a.eager.clear();
+                spare_.push_back(std::move(a.eager));
+            }
+        }
+    }
+    return n;
+}
+
+// ------------------------------------------------------------ progress
+uint32_t UcxBackend::progress() {
+    ucp_worker_progress(worker_);
+    if (unstarted_rndv_) start_rndv();
+    return arrivals_.empty() ? 0 : dispatch();
+}
+
+void UcxBackend::wait_for_event(uint64_t timeout_ns) {
+    // Something queued but not deliverable yet (a rendezvous in flight)
+    // still needs UCX to progress: arm, which reports BUSY if it has events.
+    ucs_status_t s = ucp_worker_arm(worker_);
+    if (s == UCS_ERR_BUSY) return;
+    if (s != UCS_OK) {
+        WEFT_LOG(debug, "ucp_worker_arm: %s", ucs_status_string(s));
+        return;  // the caller's loop falls back to polling
+    }
+    pollfd pfd{efd_, POLLIN, 0};
+    const timespec ts{static_cast<time_t>(timeout_ns / 1000000000ull), static_cast<long>(timeout_ns % 1000000000ull)};
+    ppoll(&pfd, 1, &ts, nullptr);
+}
+
+void UcxBackend::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    // Runs inside ucp_worker_progress. Only mark and report: declare_failed
+    // is thread-safe and calls no user code (the handler runs later from
+    // Runtime::progress). The endpoint is closed by the destructor.
+    auto* e = static_cast<Endpoint*>(arg);
+    e->dead = true;
+    char why[96];
+    std::snprintf(why, sizeof why, "ucx endpoint error: %s", ucs_status_string(status));
+    e->backend->rt_.declare_failed(e->peer, why);
+}
+
+}  // namespace
+
+bool ucx_backend_built() { return true; }
+
+Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
+    auto b = std::make_unique<UcxBackend>(rt);
+    Status st = b->init();
+    if (st != WEFT_OK) return st;
+    out = std::move(b);
+    return WEFT_OK;
+}
+
+}  // namespace weft
+
+#else  // !WEFT_HAVE_UCX
 
 namespace weft {
 bool ucx_backend_built() { return false; }
@@ -9,3 +788,5 @@ Status create_ucx_backend(Runtime&, std::unique_ptr<Backend>&) {
     return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "the UCX backend is not built");
 }
 }  // namespace weft
+
+#endif  // WEFT_HAVE_UCX
