@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package weft needs to build, test and benchmark.
+# Run as root (or with sudo). Safe to run again.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config git ca-certificates \
+  libhwloc-dev libucx-dev ucx-utils libpmix-dev libibverbs-dev librdmacm-dev ibverbs-providers \
+  libgtest-dev libbenchmark-dev \
+  openmpi-bin libopenmpi-dev \
+  clang-14 libclang-rt-14-dev procps >/dev/null
