@@ -17,8 +17,10 @@ namespace {
 std::vector<weft_context*>& tombstones() {
     // Released contexts are kept (a few bytes each) so a stale handle reads
     // a dead magic instead of freed memory.
-    static std::vector<weft_context*> t;
-    return t;
+    // Never destroyed, so the shells stay reachable (no leak report) after
+    // static destructors run.
+    static auto* t = new std::vector<weft_context*>;
+    return *t;
 }
 
 inline Runtime* runtime_of(weft_context_t ctx) {

@@ -7,12 +7,16 @@ run=$1
 helper=$2
 fail=0
 check() {  # check NAME EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1: expected $2, got $3"; fail=1; fi
+    if [ "$2" = "$3" ]; then echo "ok   $1"; else
+        echo "FAIL $1: expected $2, got $3"
+        fail=1
+        ls -l /dev/shm; pgrep -a -x launch_helper; pgrep -a weft-run
+    fi
 }
 leftovers() {  # weft objects in /dev/shm or /tmp, and processes of this helper
     local n=0
     n=$((n + $(ls /dev/shm 2>/dev/null | grep -c weft)))
-    n=$((n + $(ls /tmp 2>/dev/null | grep -c '^weft')))
+    n=$((n + $(find /tmp -maxdepth 1 -type s -name 'weft*' 2>/dev/null | wc -l)))
     n=$((n + $(pgrep -x launch_helper | wc -l)))
     echo $n
 }
