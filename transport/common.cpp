@@ -96,8 +96,9 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
 
 void Backoff::pause() {
     if (step_ < spin_steps) {
-        // Exponential-ish spin: short at first (latency), longer later.
-        for (uint32_t i = 0; i < 1u + (step_ >> 4); ++i) cpu_relax();
+        // A few microseconds of spinning in all: enough to catch a peer on
+        // another core, short enough not to starve one on ours.
+        cpu_relax();
     } else if (step_ < spin_steps + yield_steps) {
         sched_yield();
     } else {

@@ -87,7 +87,7 @@ public:
     // with a kernel wait primitive (futex) should block instead.
     bool should_block() const { return step_ >= spin_steps + yield_steps; }
 
-    static constexpr uint32_t spin_steps = 256;
+    static constexpr uint32_t spin_steps = 128;
     static constexpr uint32_t yield_steps = 64;
 
 private:
