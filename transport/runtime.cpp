@@ -56,6 +56,7 @@ Status Runtime::init() {
 
     st = choose_backend();
     if (st != WEFT_OK) return st;
+    bootstrap_->set_progress([this] { progress(); });
     st = create_state_window();
     if (st != WEFT_OK) return st;
 
@@ -113,6 +114,7 @@ Status Runtime::exchange_identities() {
     failed_ = std::make_unique<std::atomic<uint8_t>[]>(n);
     for (uint32_t i = 0; i < n; ++i) failed_[i].store(0, std::memory_order_relaxed);
     failure_reported_.assign(n, 0);
+    departed_.assign(n, 0);
     return WEFT_OK;
 }
 
@@ -156,6 +158,14 @@ Status Runtime::finalize() {
     // for a dead one (the launcher fails the exchange when a member died).
     Status st = bootstrap_->barrier(op_deadline());
     if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
+    bootstrap_->set_progress(nullptr);
+    // Tell every live peer we are leaving, so our exit is not taken for a
+    // failure (the pidfd monitor and the transport cannot tell them apart).
+    const uint8_t bye = 1;
+    for (uint32_t p = 0; p < peers_.size(); ++p)
+        if (p != rank_ && !peer_failed(p)) backend_->am_send(p, am_departing, &bye, 1);
+    for (weft_window* w : {state_window_})
+        if (w) backend_->flush(*w, WEFT_RANK_ALL);
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
         .store(1, std::memory_order_release);
     monitor_.stop();
@@ -182,8 +192,9 @@ void Runtime::declare_failed(uint32_t p, const char* why) {
 }
 
 bool Runtime::departed(uint32_t p) const {
-    // Readable only where the peer's state window is mapped here (shm); a
-    // backend without that reports every exit as a failure.
+    // A finalizing rank says so with an active message (any backend) and in
+    // its state window (readable here where it is mapped: shm).
+    if (departed_[p]) return true;
     if (!state_window_ || p >= state_window_->nranks || !state_window_->remote[p].direct) return false;
     return std::atomic_ref<uint64_t>(
                *reinterpret_cast<uint64_t*>(state_window_->remote[p].direct + WEFT_STATE_FINALIZED_OFF))
@@ -193,6 +204,8 @@ bool Runtime::departed(uint32_t p) const {
 uint32_t Runtime::dispatch_failures() {
     failures_dispatched_ = failures_declared_.load(std::memory_order_acquire);
     uint32_t n = 0;
+    // A peer's goodbye may still be in flight behind its exit notice.
+    backend_->progress();
     for (uint32_t p = 0; p < peers_.size(); ++p) {
         if (failure_reported_[p] || !peer_failed(p)) continue;
         failure_reported_[p] = 1;
@@ -217,6 +230,10 @@ Status Runtime::am_register(uint32_t id, weft_am_handler_t h, void* arg) {
 }
 
 void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len) {
+    if (id == am_departing) {
+        if (source_peer < departed_.size()) departed_[source_peer] = 1;
+        return;
+    }
     if (id >= WEFT_AM_MAX_HANDLERS || !handlers_[id].fn) {
         // Never lose a message silently: say who sent what.
         WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no handler", id, len,

@@ -102,6 +102,9 @@ private:
         void* arg = nullptr;
     };
     Handler handlers_[WEFT_AM_MAX_HANDLERS];
+    // Internal active messages use ids past the user's range.
+    static constexpr uint32_t am_departing = WEFT_AM_MAX_HANDLERS;  // "I finalized"
+    std::vector<uint8_t> departed_;  // set by am_departing
     weft_window* state_window_ = nullptr;
     std::vector<std::unique_ptr<weft_window>> windows_;  // live and tombstoned
     bool initialized_ = false;

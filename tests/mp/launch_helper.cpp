@@ -125,23 +125,31 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "launch_helper: universe %u, want %u\n", universe, 2 * size_);
             return 30;
         }
-        static int got = 0;
+        // The other job registers its handler after its own weft_init, so
+        // an early message may find no handler (weft drops it and logs).
+        // Resend until acknowledged; acknowledge every arrival.
+        static int got = 0, acked = 0;
         static uint32_t from_job = 99;
         CHECK(weft_am_register(ctx, 1, [](void* c, uint32_t src, const void* p, size_t) {
             uint32_t j, r;
             weft_peer_identity(static_cast<weft_context_t>(c), src, &j, &r);
             std::memcpy(&from_job, p, 4);
             if (from_job == j && r == rank_) ++got;
+            uint8_t ack = 1;
+            weft_am_send(static_cast<weft_context_t>(c), src, 2, &ack, 1);
         }, ctx));
+        CHECK(weft_am_register(ctx, 2, [](void*, uint32_t, const void*, size_t) { ++acked; }, nullptr));
         uint32_t other = 0;
         CHECK(weft_peer_lookup(ctx, 1 - job, rank_, &other));
         if (other < size_) {
             std::fprintf(stderr, "launch_helper: peer index %u of the other job collides with ranks\n", other);
             return 31;
         }
-        CHECK(weft_am_send(ctx, other, 1, &job, 4));
-        for (int i = 0; i < 10000 && !got; ++i) weft_wait(ctx, 1000000);
-        if (got != 1 || from_job != 1 - job) {
+        for (int i = 0; i < 10000 && (!got || !acked); ++i) {
+            if (!acked && i % 20 == 0) weft_am_send(ctx, other, 1, &job, 4);
+            weft_wait(ctx, 1000000);
+        }
+        if (!got || !acked || from_job != 1 - job) {
             std::fprintf(stderr, "launch_helper: no message from the other job\n");
             return 32;
         }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -120,6 +121,8 @@ public:
         Status st = wire::send_all(fd_, out, d);
         if (st != WEFT_OK) return WEFT_FAIL(st, "bootstrap exchange: send to launcher failed");
         for (;;) {
+            st = wait_readable(d);
+            if (st != WEFT_OK) return WEFT_FAIL(st, "bootstrap exchange %u: no answer from launcher", seq);
             wire::Header hdr;
             std::vector<uint8_t> payload;
             st = wire::recv_frame(fd_, hdr, payload, d);
@@ -148,6 +151,22 @@ public:
     }
 
 private:
+    // Waits for the launcher's answer, progressing the transport meanwhile:
+    // a short spin, then polls of at most 1 ms.
+    Status wait_readable(Deadline d) {
+        Backoff backoff;
+        for (;;) {
+            pollfd p{fd_, POLLIN, 0};
+            int ms = backoff.should_block() ? 1 : 0;
+            int r = poll(&p, 1, ms);
+            if (r > 0) return WEFT_OK;  // data, or hang-up: recv_frame reports it
+            if (r < 0 && errno != EINTR) return WEFT_ERR_BOOTSTRAP;
+            if (d.passed()) return WEFT_ERR_TIMEOUT;
+            progress_while_waiting();
+            if (!backoff.should_block()) backoff.pause();
+        }
+    }
+
     int fd_ = -1;
     uint32_t seq_[2] = {0, 0};
 };

@@ -13,6 +13,7 @@
 #include "transport/bootstrap/wire.hpp"
 #include "transport/common.hpp"
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -47,12 +48,22 @@ public:
     virtual Status exchange(wire::Scope scope, std::span<const uint8_t> mine,
                             std::vector<std::vector<uint8_t>>& all, Deadline deadline) = 0;
 
+    // While an exchange waits, the transport must keep progressing: over
+    // UCX/tcp a peer's puts and emulated atomics complete only while we do,
+    // and that peer may be flushing them before it can join us. Set by the
+    // runtime once its backend exists.
+    void set_progress(std::function<void()> progress) { progress_ = std::move(progress); }
+
     Status barrier(Deadline deadline) {
         std::vector<std::vector<uint8_t>> none;
         return exchange(wire::Scope::job, {}, none, deadline);
     }
 
 protected:
+    void progress_while_waiting() {
+        if (progress_) progress_();
+    }
+    std::function<void()> progress_;
     uint32_t job_ = 0;
     uint32_t rank_ = 0;
     std::vector<uint32_t> job_sizes_{1};

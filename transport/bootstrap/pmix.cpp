@@ -9,6 +9,7 @@
 #if WEFT_HAVE_PMIX
 #include <pmix.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace weft {
@@ -48,7 +49,7 @@ public:
     }
 
     Status exchange(wire::Scope scope, std::span<const uint8_t> mine,
-                    std::vector<std::vector<uint8_t>>& all, Deadline) override {
+                    std::vector<std::vector<uint8_t>>& all, Deadline deadline) override {
         char key[PMIX_MAX_KEYLEN + 1];
         std::snprintf(key, sizeof key, "weft.%u.%u", static_cast<unsigned>(scope), ++seq_);
         pmix_value_t v;
@@ -70,8 +71,35 @@ public:
         bool collect = true;
         PMIX_INFO_CONSTRUCT(&info);
         PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-        rc = PMIx_Fence(&wildcard, 1, &info, 1);
+        // Non-blocking fence so the transport keeps progressing meanwhile
+        // (see Bootstrap::set_progress). The callback runs on PMIx's thread.
+        struct FenceDone {
+            std::atomic<int> done{0};
+            std::atomic<int> status{PMIX_SUCCESS};
+        };
+        // Heap-allocated: on a timeout the callback may still fire later, so
+        // the record is then deliberately left alive.
+        auto* fence = new FenceDone;
+        rc = PMIx_Fence_nb(&wildcard, 1, &info, 1, [](pmix_status_t status, void* arg) {
+            auto* f = static_cast<FenceDone*>(arg);
+            f->status.store(status);
+            f->done.store(1, std::memory_order_release);
+        }, fence);
         PMIX_INFO_DESTRUCT(&info);
+        if (rc == PMIX_OPERATION_SUCCEEDED) {
+            fence->done.store(1);
+        } else if (rc != PMIX_SUCCESS) {
+            delete fence;
+            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Fence_nb: %s", PMIx_Error_string(rc));
+        }
+        Backoff backoff;
+        while (!fence->done.load(std::memory_order_acquire)) {
+            if (deadline.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "PMIx fence did not complete");
+            progress_while_waiting();
+            backoff.pause();
+        }
+        rc = fence->status.load();
+        delete fence;
         if (rc != PMIX_SUCCESS) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Fence: %s", PMIx_Error_string(rc));
         all.assign(size(), {});
         for (uint32_t r = 0; r < size(); ++r) {

@@ -239,6 +239,7 @@ private:
     int efd_ = -1;
     bool shm_possible_ = true;
     bool peer_err_mode_ = false;
+    bool closing_ = false;  // destructor: endpoint errors are our own force-close
     std::vector<Endpoint> eps_;  // by peer index; never resized after init (callback args)
     Slot* slot_ = nullptr;
     std::vector<Slot*> retired_;  // slots of abandoned requests, freed after the worker
@@ -356,6 +357,7 @@ UcxBackend::~UcxBackend() {
         a.rndv->req = nullptr;
         a.rndv->desc = nullptr;
     }
+    closing_ = true;
     if (worker_) {
         // finalize's barrier already met every live peer: force-close.
         std::vector<ucs_status_ptr_t> closing;
@@ -761,6 +763,7 @@ void UcxBackend::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
     // Runtime::progress). The endpoint is closed by the destructor.
     auto* e = static_cast<Endpoint*>(arg);
     e->dead = true;
+    if (e->backend->closing_) return;
     char why[96];
     std::snprintf(why, sizeof why, "ucx endpoint error: %s", ucs_status_string(status));
     e->backend->rt_.declare_failed(e->peer, why);
