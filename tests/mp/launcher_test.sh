@@ -39,9 +39,10 @@ check "four ranks of two jobs report" 4 "$(echo "$out" | grep -c ': ok')"
 
 # Signal forwarding: SIGUSR1 to weft-run reaches every rank.
 coproc LAUNCH { exec "$run" --timeout 30 -n 2 "$helper" signal; }
+pid=$LAUNCH_PID  # bash unsets LAUNCH_PID once the coprocess ends
 for _ in 1 2; do read -r -t 20 _line <&"${LAUNCH[0]}"; done
-kill -USR1 "$LAUNCH_PID"
-wait "$LAUNCH_PID"
+kill -USR1 "$pid"
+wait "$pid"
 check "SIGUSR1 forwarded to the ranks" 0 $?
 
 # SIGKILL of a rank kills the rest (no --keep-survivors): 128 + SIGKILL.
@@ -50,9 +51,10 @@ check "a killed rank takes the job down" 137 $?
 
 # SIGKILL of the launcher itself: ranks die with it and leave nothing.
 coproc LAUNCH2 { exec "$run" -n 4 "$helper" hang; }
+pid=$LAUNCH2_PID
 for _ in 1 2 3 4; do read -r -t 20 _line <&"${LAUNCH2[0]}"; done
-kill -KILL "$LAUNCH2_PID"
-wait "$LAUNCH2_PID" 2>/dev/null
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
 for _ in $(seq 50); do [ "$(leftovers)" = 0 ] && break; sleep 0.1; done
 check "nothing left after SIGKILL of weft-run" 0 "$(leftovers)"
 
