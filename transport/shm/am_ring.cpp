@@ -79,7 +79,7 @@ bool RingConsumer::poll(std::vector<uint8_t>& scratch, Record& out) {
             continue;
         }
         if (scratch.size() < hdr.len) scratch.resize(hdr.len);
-        std::memcpy(scratch.data(), data_ + pos + sizeof hdr, hdr.len);
+        if (hdr.len) std::memcpy(scratch.data(), data_ + pos + sizeof hdr, hdr.len);
         tail_ += need;
         // Release: the producer may reuse these bytes only after our copy.
         ctl_->tail.store(tail_, std::memory_order_release);
