@@ -85,6 +85,11 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
     if (!v || !*v) return fallback;
     char* end = nullptr;
     errno = 0;
+    if (*v < '0' || *v > '9') {  // strtoull would accept "-1" as ULLONG_MAX
+        WEFT_LOG(warn, "%s=%s is not a number; using %llu", name, v,
+                 static_cast<unsigned long long>(fallback));
+        return fallback;
+    }
     unsigned long long x = std::strtoull(v, &end, 0);
     if (errno != 0 || end == v || *end != '\0') {
         WEFT_LOG(warn, "%s=%s is not a number; using %llu", name, v,

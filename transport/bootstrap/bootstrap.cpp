@@ -17,6 +17,7 @@ bool parse_job_sizes(const char* text, std::vector<uint32_t>& out) {
     if (!text || !*text) return false;
     const char* p = text;
     while (*p) {
+        if (*p < '0' || *p > '9') return false;  // strtoul would take spaces and signs
         char* end = nullptr;
         errno = 0;
         unsigned long v = std::strtoul(p, &end, 10);
