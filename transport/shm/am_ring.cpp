@@ -58,10 +58,14 @@ bool RingConsumer::poll(std::vector<uint8_t>& scratch, Record& out) {
         const uint64_t head = ctl_->head.load(std::memory_order_acquire);
         if (head == tail_) return false;
         const uint64_t pos = tail_ & (capacity_ - 1);
-        RecordHeader hdr;
-        std::memcpy(&hdr, data_ + pos, sizeof hdr);
+        RecordHeader hdr{};
+        // A producer never publishes more than the ring holds, and records
+        // start 16-byte aligned; anything else is corruption and must not
+        // make us loop over stale laps or read past the end.
+        const bool sane = head - tail_ <= capacity_ && (tail_ & (record_align - 1)) == 0;
+        if (sane) std::memcpy(&hdr, data_ + pos, sizeof hdr);
         const uint64_t need = sizeof(RecordHeader) + round_up(hdr.len, record_align);
-        if (need > capacity_ - pos || need > head - tail_ ||
+        if (!sane || need > capacity_ - pos || need > head - tail_ ||
             (hdr.type == static_cast<uint16_t>(RecordType::pad) && need != capacity_ - pos)) {
             // Only a bug or a foreign writer gets here. Drop everything
             // published so far rather than read out of bounds.
