@@ -1,0 +1,142 @@
+// bench_util.hpp — what every benchmark here shares: a clock, bounded spin
+// waits, and per-iteration samples for median and tail.
+//
+// Timing. The mean of every benchmark comes from two clock reads around the
+// whole loop. Percentiles come from timing only every `every`-th iteration
+// on its own (a clock read before and after it): reading the clock in every
+// iteration of a sub-microsecond ping-pong is not free here (KVM, vDSO
+// clock_gettime with an ordered TSC read) — it cost ~150 ns per round trip
+// on top of a ~190 ns floor, and would have hidden weft's overhead in the
+// ratio. The sampled percentiles include one clock read; the floor's carry
+// the same, so their ratio is fair.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sched.h>
+#include <time.h>
+#include <vector>
+
+namespace bench {
+
+inline uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Seconds any single wait may take before the benchmark gives up (never
+// hang: a lost message or a dead peer becomes an error exit). Generous
+// because these machines are shared and a rank can be descheduled for a
+// while; override with WEFT_BENCH_WAIT_S.
+inline uint64_t wait_limit_ns() {
+    static const uint64_t ns = [] {
+        const char* s = std::getenv("WEFT_BENCH_WAIT_S");
+        const uint64_t sec = s && *s ? std::strtoull(s, nullptr, 10) : 20;
+        return (sec ? sec : 20) * 1000000000ull;
+    }();
+    return ns;
+}
+
+// Spins on `done` calling `poll` between checks; after a few thousand idle
+// spins each check also yields, so a descheduled peer on the same core gets
+// it back (the quantum is 4 ms here) instead of us burning it. Returns false
+// when the deadline passed. The clock is read only every 256 spins so that
+// a fast answer costs no syscall-like work.
+template <typename Done, typename Poll>
+inline bool spin_until(Done&& done, Poll&& poll, uint64_t limit_ns = wait_limit_ns()) {
+    uint64_t deadline = 0;
+    for (uint32_t i = 0;; ++i) {
+        if (done()) return true;
+        poll();
+        if ((i & 255) == 255) {
+            const uint64_t t = now_ns();
+            if (deadline == 0) deadline = t + limit_ns;
+            else if (t >= deadline) return false;
+            if (i >= 4096) sched_yield();
+        }
+        cpu_relax();
+    }
+}
+
+// Per-iteration samples as a histogram: exact to 1 ns below 1024 ns, then
+// 64 buckets per power of two (under 1.6% error). A histogram rather than a
+// sample array because the timed loop must stay in cache: storing samples
+// into a megabytes-long buffer takes a store miss every few iterations, and
+// the next locked instruction (every fetch-add) waits for that store to
+// drain — it doubled the measured floor. The counts here are ~18 KB, of
+// which a run touches a few lines.
+class Samples {
+public:
+    explicit Samples(uint64_t /*iterations*/) : counts_(linear + (64 - 10) * sub, 0) {}
+    void add(uint64_t ns) {
+        ++counts_[index(ns)];
+        ++n_;
+    }
+    // q in [0, 1]: the smallest bucket value with at least q of the samples
+    // at or below it.
+    double percentile(double q) const {
+        if (n_ == 0) return 0;
+        uint64_t want = static_cast<uint64_t>(q * static_cast<double>(n_));
+        if (want == 0) want = 1;
+        uint64_t seen = 0;
+        for (size_t i = 0; i < counts_.size(); ++i) {
+            seen += counts_[i];
+            if (seen >= want) return static_cast<double>(value(i));
+        }
+        return static_cast<double>(value(counts_.size() - 1));
+    }
+
+private:
+    static constexpr uint64_t linear = 1024;  // 1-ns buckets below this
+    static constexpr uint64_t sub = 64;       // buckets per power of two above
+    static size_t index(uint64_t ns) {
+        if (ns < linear) return ns;
+        const unsigned msb = 63u - static_cast<unsigned>(__builtin_clzll(ns));
+        return linear + (msb - 10) * sub + ((ns >> (msb - 6)) & (sub - 1));
+    }
+    static uint64_t value(size_t i) {
+        if (i < linear) return i;
+        const uint64_t k = i - linear, msb = 10 + k / sub;
+        return (sub + k % sub) << (msb - 6);
+    }
+    std::vector<uint32_t> counts_;
+    uint64_t n_ = 0;
+};
+
+// Runs `op` once per benchmark iteration; times every `every`-th one (a
+// power of two) into `s`. Returns the mean ns per iteration of the loop.
+template <typename State, typename Op>
+inline double timed_loop(State& state, Samples& s, uint64_t every, Op&& op) {
+    const uint64_t mask = every - 1;
+    uint64_t i = 0;
+    const uint64_t begin = now_ns();
+    for (auto _ : state) {
+        if ((i++ & mask) == 0) {
+            const uint64_t t0 = now_ns();
+            op();
+            s.add(now_ns() - t0);
+        } else {
+            op();
+        }
+    }
+    const uint64_t n = i ? i : 1;
+    return static_cast<double>(now_ns() - begin) / static_cast<double>(n);
+}
+
+// Latency loops sample 1 iteration in 16; bandwidth loops (microseconds and
+// more per iteration) time every one.
+inline constexpr uint64_t sample_latency = 16;
+inline constexpr uint64_t sample_all = 1;
+
+}  // namespace bench
