@@ -90,6 +90,7 @@ for src, d in (("shm", shm), ("ucx UCX_TLS=shm", ucx["shm"]), ("ucx UCX_TLS=tcp"
     p = "shm" if src == "shm" else "ucx"
     rows += [
         (f"weft {src}: fetch-add ping-pong", d, f"{p}/fadd_pingpong", "full"),
+        (f"weft {src}: fetch-add ping-pong, one word", d, f"{p}/fadd_pingpong_one_line", "full"),
         (f"weft {src}: one blocking fetch-add", d, f"{p}/fadd_latency", "full (op latency)"),
         (f"weft {src}: one blocking compare-swap", d, f"{p}/cswap_latency", "full (op latency)"),
         (f"weft {src}: put ping-pong", d, f"{p}/put_pingpong", "half"),
@@ -130,6 +131,8 @@ def line(name, a, b, goal, stat, sub_both):
 for stat in ("p50", "mean"):
     line("weft shm fetch-add round trip / floor (one line)", get(shm, "shm/fadd_pingpong", stat),
          get(floor, "BM_floor/fadd_one_line", stat), 1.5, stat, True)
+    line("weft shm fetch-add round trip on one word / floor (one line, same pattern)",
+         get(shm, "shm/fadd_pingpong_one_line", stat), get(floor, "BM_floor/fadd_one_line", stat), 1.5, stat, True)
     line("weft shm fetch-add round trip / floor (two lines, same pattern)", get(shm, "shm/fadd_pingpong", stat),
          get(floor, "BM_floor/fadd_two_lines", stat), 1.5, stat, True)
 for tls in ("shm", "tcp"):

@@ -46,6 +46,7 @@ constexpr uint32_t am_data = 5;  // 0 -> 1: any size, counted by rank 1
 
 enum class Op : uint32_t {
     fadd_pingpong = 1,
+    fadd_pingpong_one_line,
     fadd_latency,
     cswap_latency,
     put_pingpong,
@@ -78,6 +79,7 @@ constexpr uint64_t fadd_off = 0 * line;   // fetch-add ping-pong word (each rank
 constexpr uint64_t put_off = 1 * line;    // put ping-pong word
 constexpr uint64_t fadd_lat_off = 2 * line;   // rank 1's: one-sided fetch-add target
 constexpr uint64_t cswap_off = 3 * line;  // rank 1's: one-sided compare-swap target
+constexpr uint64_t fadd1_off = 4 * line;  // rank 1's: the one-line fetch-add ping-pong word
 constexpr uint64_t data_off = 4096;
 constexpr uint64_t data_size = 4ull << 20;
 constexpr uint64_t window_size = data_off + data_size;
@@ -217,6 +219,26 @@ void BM_fadd_pingpong(benchmark::State& state) {
     finish(state, s, mean, 1.0, "full round trip (fetch-add, wait, fetch-add back)");
 }
 
+// The floor's exact pattern: both ranks fetch-add one word (in rank 1's
+// window); rank 0 makes it odd, rank 1 makes it even again. Rank 0 watches
+// the word through weft_get, so the line only bounces between the two.
+void BM_fadd_pingpong_one_line(benchmark::State& state) {
+    begin(Op::fadd_pingpong_one_line, state.max_iterations);
+    bench::Samples s(state.max_iterations);
+    uint64_t old = 0, next = 0;
+    check(weft_get(g.win, 1, fadd1_off, &next, 8), "get");
+    const double mean = bench::timed_loop(state, s, bench::sample_latency, [&] {
+        check(weft_atomic_fetch_add(g.win, 1, fadd1_off, 1, &old), "fetch-add");
+        next += 2;
+        wait_for([&] {
+            uint64_t v = 0;
+            check(weft_get(g.win, 1, fadd1_off, &v, 8), "get");
+            return v == next;
+        }, "rank 1's fetch-add");
+    });
+    finish(state, s, mean, 1.0, "full round trip on one word (the floor's pattern)");
+}
+
 void BM_fadd_latency(benchmark::State& state) {
     begin(Op::fadd_latency, state.max_iterations);
     bench::Samples s(state.max_iterations);
@@ -328,6 +350,7 @@ void register_all(bool smoke) {
         return benchmark::RegisterBenchmark((t + "/" + name).c_str(), fn)->UseRealTime();
     };
     reg("fadd_pingpong", BM_fadd_pingpong);
+    reg("fadd_pingpong_one_line", BM_fadd_pingpong_one_line);
     reg("fadd_latency", BM_fadd_latency);
     reg("cswap_latency", BM_cswap_latency);
     reg("put_pingpong", BM_put_pingpong);
@@ -372,6 +395,14 @@ void serve() {
                     g.fadd_seen = v;
                     uint64_t old;
                     check(weft_atomic_fetch_add(g.win, 0, fadd_off, 1, &old), "fetch-add");
+                }
+                break;
+            case Op::fadd_pingpong_one_line:
+                for (uint64_t i = 0; i < c.iterations; ++i) {
+                    wait_for([] { return own_word(fadd1_off) % 2 == 1; }, "rank 0's fetch-add");
+                    uint64_t old;
+                    check(weft_atomic_fetch_add(g.win, 1, fadd1_off, 1, &old), "fetch-add");
+                    ok &= old % 2 == 1;
                 }
                 break;
             case Op::put_pingpong:

@@ -24,6 +24,9 @@ leftovers() {  # weft objects in /dev/shm or /tmp, and processes of this helper
 timeout 60 "$run" --timeout 30 -n 3 "$helper" exit 7 >/dev/null 2>&1
 check "first non-zero exit status is returned" 7 $?
 
+timeout 60 "$run" -n 3 --timeout 30 "$helper" exit 5 >/dev/null 2>&1
+check "launcher options may follow -n N" 5 $?
+
 timeout 60 "$run" --timeout 2 -n 2 "$helper" hang >/dev/null 2>&1
 check "--timeout kills the job and returns 124" 124 $?
 

@@ -202,8 +202,10 @@ void Launcher::spawn(uint32_t index) {
         sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
         if (core && core->cpuset) hwloc_set_cpubind(topo_, core->cpuset, HWLOC_CPUBIND_PROCESS);
         execvpe(argv[0], argv.data(), envp.data());
-        const char msg[] = "weft-run: cannot execute the program\n";
-        ssize_t r = write(2, msg, sizeof msg - 1);
+        // The launcher is single-threaded, so formatting here is safe.
+        char msg[512];
+        int n = std::snprintf(msg, sizeof msg, "weft-run: cannot execute %s: %s\n", argv[0], std::strerror(errno));
+        ssize_t r = write(2, msg, n > 0 ? static_cast<size_t>(n) : 0);
         (void)r;
         _exit(127);
     }

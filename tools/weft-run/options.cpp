@@ -104,7 +104,9 @@ bool parse_options(int argc, char** argv, Options& opt) {
         }
         return argv[++i];
     };
-    for (; i < argc && std::strcmp(argv[i], "-n") != 0; ++i) {
+    // One launcher option at argv[i] (advancing i past its value); false on
+    // an error, which it reports.
+    auto parse_one = [&]() -> bool {
         std::string a = argv[i];
         if (a == "--transport") {
             const char* v = need("--transport");
@@ -140,7 +142,14 @@ bool parse_options(int argc, char** argv, Options& opt) {
             usage();
             return false;
         }
-    }
+        return true;
+    };
+    // Launcher options go before the first -n, or between -n N and the
+    // program (`weft-run -n 2 --transport ucx prog`): whatever follows the
+    // program belongs to the program.
+    auto is_option = [&](const char* a) { return a[0] == '-' && std::strcmp(a, "-n") != 0; };
+    for (; i < argc && std::strcmp(argv[i], "-n") != 0; ++i)
+        if (!parse_one()) return false;
     while (i < argc) {
         if (std::strcmp(argv[i], "-n") != 0 || i + 1 >= argc) {
             usage();
@@ -154,6 +163,8 @@ bool parse_options(int argc, char** argv, Options& opt) {
         JobSpec job;
         job.size = static_cast<uint32_t>(n);
         i += 2;
+        for (; i < argc && is_option(argv[i]); ++i)
+            if (!parse_one()) return false;
         for (; i < argc && std::strcmp(argv[i], ":") != 0; ++i) job.argv.emplace_back(argv[i]);
         if (job.argv.empty()) {
             std::fprintf(stderr, "weft-run: job %zu has no program\n", opt.jobs.size());
