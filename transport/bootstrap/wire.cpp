@@ -172,7 +172,7 @@ Status recv_exact(int fd, uint8_t* buf, size_t n, Deadline d) {
     while (got < n) {
         Status st = wait_fd(fd, POLLIN, d);
         if (st != WEFT_OK) return st;
-        ssize_t r = recv(fd, buf + got, n - got, 0);
+        ssize_t r = recv(fd, buf + got, n - got, MSG_DONTWAIT);
         if (r == 0) return WEFT_ERR_BOOTSTRAP;  // peer closed
         if (r < 0) {
             if (errno == EINTR || errno == EAGAIN) continue;
@@ -189,7 +189,9 @@ Status send_all(int fd, std::span<const uint8_t> bytes, Deadline d) {
     while (sent < bytes.size()) {
         Status st = wait_fd(fd, POLLOUT, d);
         if (st != WEFT_OK) return st;
-        ssize_t r = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+        // MSG_DONTWAIT: on a blocking socket a large send would block past the
+        // deadline once poll() said "writable".
+        ssize_t r = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r < 0) {
             if (errno == EINTR || errno == EAGAIN) continue;
             return WEFT_ERR_BOOTSTRAP;
