@@ -23,6 +23,11 @@ std::vector<weft_context*>& tombstones() {
     return *t;
 }
 
+std::vector<std::unique_ptr<weft_window>>& window_tombstones() {
+    static auto* t = new std::vector<std::unique_ptr<weft_window>>;
+    return *t;
+}
+
 inline Runtime* runtime_of(weft_context_t ctx) {
     if (__builtin_expect(!ctx || ctx->magic != weft_context::live_magic, 0)) return nullptr;
     return ctx->rt;
@@ -104,6 +109,11 @@ weft_status_t weft_finalize(weft_context_t ctx) {
     REQUIRE_RT(ctx, rt);
     return guarded([&]() -> Status {
         Status st = rt->finalize();
+        for (auto& w : rt->take_window_shells()) {
+            w->remote_storage.clear();
+            w->remote_storage.shrink_to_fit();
+            window_tombstones().push_back(std::move(w));
+        }
         delete rt;
         ctx->rt = nullptr;
         ctx->magic = weft_context::dead_magic;

@@ -75,6 +75,9 @@ public:
     // ------------------------------------------------------------ windows
     Status window_create(bool allocate, void* base, size_t size, weft_window*& out);
     Status window_free(weft_window* w);
+    // After finalize: hands over the (dead) window shells, so stale handles
+    // can still be recognised once the Runtime is gone.
+    std::vector<std::unique_ptr<weft_window>> take_window_shells() { return std::move(windows_); }
 
 private:
     Status exchange_identities();

@@ -158,6 +158,7 @@ TEST(Transport, ActiveMessagesArriveInOrder) {
     OrderState st;
     st.next.assign(size, 0);
     WEFT_OK_OR_FAIL(weft_am_register(ctx, 3, on_ordered, &st));
+    barrier();  // nobody sends before every rank has its handler
     weft_caps_t caps;
     WEFT_OK_OR_FAIL(weft_query_caps(ctx, &caps));
     const size_t sizes[] = {8, 64, 1000, caps.am_eager_limit, caps.am_eager_limit + 1, 100000};
