@@ -99,6 +99,13 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
     return x;
 }
 
+uint64_t timeout_ns_from_env() {
+    constexpr uint64_t max_ms = 24ull * 24 * 3600 * 1000;  // < INT_MAX ms
+    uint64_t ms = env_u64("WEFT_TIMEOUT_MS", 30000);
+    if (ms > max_ms) ms = max_ms;
+    return ms * 1000000ull;
+}
+
 void Backoff::pause() {
     if (step_ < spin_steps) {
         // A few microseconds of spinning in all: enough to catch a peer on

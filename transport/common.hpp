@@ -66,6 +66,9 @@ struct Deadline {
 // default kept.
 std::string env_string(const char* name, std::string_view fallback);
 uint64_t env_u64(const char* name, uint64_t fallback);
+// WEFT_TIMEOUT_MS in ns (default 30 s), clamped to 24 days so that no
+// conversion downstream (ns, poll's int milliseconds) can overflow.
+uint64_t timeout_ns_from_env();
 
 // ------------------------------------------------------------------ waiting
 inline void cpu_relax() {

@@ -36,7 +36,7 @@ bool Runtime::all_same_host() const {
 
 Status Runtime::init() {
     fault::init_from_env();
-    timeout_ns_ = env_u64("WEFT_TIMEOUT_MS", 30000) * 1000000ull;
+    timeout_ns_ = timeout_ns_from_env();
     // Let peers of the same user attach to our memory (cross-memory attach,
     // pidfd_getfd) even where Yama restricts ptrace to descendants.
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);

@@ -140,7 +140,8 @@ weft_status_t weft_window_local(weft_window_t win, void **base, size_t *size);
 /* ------------------------------------------------------------------ RMA */
 
 /* Returns when src may be reused; remote completion at weft_flush.
- * A zero-length put/get is a successful no-op. */
+ * A zero-length put/get at an offset within the region is a successful
+ * no-op (offsets past the end are still WEFT_ERR_OUT_OF_RANGE). */
 weft_status_t weft_put(weft_window_t win, uint32_t rank, uint64_t offset,
                        const void *src, size_t len);
 /* Returns when dst holds the data. */

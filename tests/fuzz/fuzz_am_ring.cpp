@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 using namespace weft::shm;
@@ -14,8 +15,10 @@ using namespace weft::shm;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     constexpr uint64_t capacity = 1024;
     if (size < 16) return 0;
-    // Exactly control + capacity bytes, so ASan flags any read past the end.
-    auto* mem = static_cast<uint8_t*>(std::malloc(ring_bytes(capacity)));
+    // Exactly control + capacity bytes, so ASan flags any read past the end;
+    // 64-byte aligned like the real segment (RingControl is alignas(64)).
+    static_assert(ring_bytes(capacity) % 64 == 0);
+    auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, ring_bytes(capacity)));
     auto* ctl = new (mem) RingControl{};
     uint64_t head, tail;
     std::memcpy(&head, data, 8);

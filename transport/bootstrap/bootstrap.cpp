@@ -95,7 +95,7 @@ public:
         h.pid = static_cast<int32_t>(getpid());
         std::vector<uint8_t> out;
         wire::encode_hello(out, h);
-        Deadline d = Deadline::after_ns(env_u64("WEFT_TIMEOUT_MS", 30000) * 1000000ull);
+        Deadline d = Deadline::after_ns(timeout_ns_from_env());
         Status st = wire::send_all(fd_, out, d);
         if (st != WEFT_OK) return WEFT_FAIL(st, "sending hello to the launcher failed");
         wire::Header hdr;

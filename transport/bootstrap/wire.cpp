@@ -157,7 +157,8 @@ Status wait_fd(int fd, short events, Deadline d) {
         uint64_t rem = d.remaining_ns();
         if (rem == 0) return WEFT_ERR_TIMEOUT;
         pollfd p{fd, events, 0};
-        int ms = static_cast<int>(rem / 1000000 + 1);
+        const uint64_t want_ms = rem / 1000000 + 1;
+        int ms = want_ms > 1000000000ull ? 1000000000 : static_cast<int>(want_ms);
         int r = poll(&p, 1, ms);
         if (r > 0) {
             if (p.revents & (POLLERR | POLLNVAL)) return WEFT_ERR_BOOTSTRAP;
