@@ -42,8 +42,19 @@ double measure_floor(int rounds) {
         mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     if (line == MAP_FAILED) return -1;
     new (line) std::atomic<uint64_t>(0);
+    // weft-run bound this rank to one core; the floor is a cross-core round
+    // trip, so put the two processes on different cores for the measurement.
+    cpu_set_t saved, mine, other;
+    sched_getaffinity(0, sizeof saved, &saved);
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    CPU_ZERO(&mine);
+    CPU_ZERO(&other);
+    CPU_SET(0, &mine);
+    CPU_SET(ncpu > 1 ? 1 : 0, &other);
+    sched_setaffinity(0, sizeof mine, &mine);
     pid_t child = fork();
     if (child == 0) {
+        sched_setaffinity(0, sizeof other, &other);
         for (uint64_t i = 1; i <= uint64_t(rounds); ++i) {
             uint64_t spins = 0;
             while (line->load(std::memory_order_acquire) != 2 * i - 1)
@@ -61,6 +72,7 @@ double measure_floor(int rounds) {
     }
     const double ns = double(now_ns() - t0) / rounds;
     waitpid(child, nullptr, 0);
+    sched_setaffinity(0, sizeof saved, &saved);
     munmap(line, 4096);
     return ns;
 }
