@@ -71,6 +71,16 @@ public:
     virtual void peer_failed(uint32_t peer) { (void)peer; }
 };
 
+// Constructs B(rt) and runs its init(); `out` is set only on success.
+template <typename B>
+Status make_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
+    auto b = std::make_unique<B>(rt);
+    Status st = b->init();
+    if (st != WEFT_OK) return st;
+    out = std::move(b);
+    return WEFT_OK;
+}
+
 Status create_shm_backend(Runtime& rt, std::unique_ptr<Backend>& out);
 Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out);  // UNSUPPORTED if not built
 bool ucx_backend_built();

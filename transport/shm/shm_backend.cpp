@@ -545,11 +545,7 @@ void ShmBackend::wait_for_event(uint64_t timeout_ns) {
 }  // namespace
 
 Status create_shm_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
-    auto b = std::make_unique<ShmBackend>(rt);
-    Status st = b->init();
-    if (st != WEFT_OK) return st;
-    out = std::move(b);
-    return WEFT_OK;
+    return make_backend<ShmBackend>(rt, out);
 }
 
 }  // namespace weft

@@ -774,11 +774,7 @@ void UcxBackend::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
 bool ucx_backend_built() { return true; }
 
 Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
-    auto b = std::make_unique<UcxBackend>(rt);
-    Status st = b->init();
-    if (st != WEFT_OK) return st;
-    out = std::move(b);
-    return WEFT_OK;
+    return make_backend<UcxBackend>(rt, out);
 }
 
 }  // namespace weft
