@@ -164,8 +164,7 @@ Status Runtime::finalize() {
     const uint8_t bye = 1;
     for (uint32_t p = 0; p < peers_.size(); ++p)
         if (p != rank_ && !peer_failed(p)) backend_->am_send(p, am_departing, &bye, 1);
-    for (weft_window* w : {state_window_})
-        if (w) backend_->flush(*w, WEFT_RANK_ALL);
+    if (state_window_) backend_->flush(*state_window_, WEFT_RANK_ALL);
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
         .store(1, std::memory_order_release);
     monitor_.stop();
