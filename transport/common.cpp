@@ -206,6 +206,7 @@ extern "C" const char* weft_strerror(weft_status_t status) {
         case WEFT_ERR_UNKNOWN_TRANSPORT: return "unknown transport name";
         case WEFT_ERR_BUSY: return "resource busy";
         case WEFT_ERR_NOT_FOUND: return "not found";
+        case WEFT_ERR_TRUNCATE: return "message truncated: longer than the receive buffer";
     }
     return "unknown status code";
 }

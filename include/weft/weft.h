@@ -42,7 +42,9 @@ typedef enum weft_status {
     WEFT_ERR_PROTOCOL = 13,       /* a corrupted or truncated message */
     WEFT_ERR_UNKNOWN_TRANSPORT = 14, /* WEFT_TRANSPORT names no backend */
     WEFT_ERR_BUSY = 15,           /* resource in use (e.g. handler id taken) */
-    WEFT_ERR_NOT_FOUND = 16
+    WEFT_ERR_NOT_FOUND = 16,
+    WEFT_ERR_TRUNCATE = 17,       /* a message longer than the receive buffer */
+    WEFT_ERR_LAST_ = WEFT_ERR_TRUNCATE
 } weft_status_t;
 
 /* A static, never-NULL text for any status value (unknown values included). */

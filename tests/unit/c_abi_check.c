@@ -27,7 +27,7 @@ int main(void) {
     int s;
 
     /* Every status has a text, and so does anything a C caller may pass. */
-    for (s = WEFT_OK; s <= WEFT_ERR_NOT_FOUND; ++s) {
+    for (s = WEFT_OK; s <= WEFT_ERR_LAST_; ++s) {
         const char *t = weft_strerror((weft_status_t)s);
         CHECK(t != NULL && t[0] != '\0');
     }

@@ -196,7 +196,7 @@ TEST(Strerror, EveryStatusHasItsOwnText) {
     const char* unknown = weft_strerror(static_cast<weft_status_t>(17));
     ASSERT_NE(unknown, nullptr);
     std::set<std::string> seen;
-    for (int s = WEFT_OK; s <= WEFT_ERR_NOT_FOUND; ++s) {
+    for (int s = WEFT_OK; s <= WEFT_ERR_LAST_; ++s) {
         const char* t = weft_strerror(static_cast<weft_status_t>(s));
         ASSERT_NE(t, nullptr) << s;
         EXPECT_GT(std::strlen(t), 0u) << s;

@@ -138,7 +138,7 @@ Status decode_error(std::span<const uint8_t> p, ErrorMsg& e) {
     uint32_t st = get_u32(p.data());
     uint16_t n = get_u16(p.data() + 4);
     if (p.size() != 6u + n) return WEFT_ERR_PROTOCOL;
-    if (st > WEFT_ERR_NOT_FOUND) st = WEFT_ERR_PROTOCOL;
+    if (st > WEFT_ERR_LAST_) st = WEFT_ERR_PROTOCOL;
     e.status = static_cast<Status>(st);
     e.text.assign(reinterpret_cast<const char*>(p.data() + 6), n);
     return WEFT_OK;
