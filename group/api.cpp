@@ -200,6 +200,8 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
     if (st != WEFT_OK) return st;
     ApiLock lock(eng);
     return guarded([&]() -> Status {
+        if (!req && eng.flags_usable(*c, count * weft::group::datatype_size(type)))
+            return eng.allreduce_flags(*c, sendbuf, recvbuf, count, type, op);
         Request* r = nullptr;
         Status s = eng.reduce_start(*c, sendbuf, recvbuf, count, type, op, 0, true, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
@@ -240,6 +242,7 @@ Status barrier_common(weft_comm_t comm, weft_request_t* req) {
     REQUIRE_COMM(comm, c);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
+        if (!req && eng.flags_usable(*c, 0)) return eng.barrier_flags(*c);
         Request* r = nullptr;
         Status s = eng.barrier_start(*c, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);

@@ -67,7 +67,7 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     const bool joining = color != WEFT_UNDEFINED;
     uint32_t slot = no_slot;
     if (joining && !take_slot(slot)) slot = no_slot;  // still take part, so nobody hangs
-    const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), slot == no_slot ? -1 : slot};
+    const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), slot == no_slot ? int64_t(-1) : int64_t(slot)};
     std::vector<int64_t> all(4 * size_t(parent.size));
     Request* r = nullptr;
     Status st = allgather_start(parent, mine, sizeof mine, all.data(), r);

@@ -69,6 +69,8 @@ Status Engine::init() {
     zero_copy_ = rt_.backend().expose(&byte, 1, probe) == WEFT_OK;
     if (zero_copy_) rt_.backend().unexpose(probe);
     slot_used_.assign(WEFT_STATE_COMM_SLOTS, 0);
+    Status fst = create_flag_window();
+    if (fst != WEFT_OK) return fst;
     rt_.am_register_internal(am_msg, on_msg, this);
     rt_.am_register_internal(am_reply, on_reply, this);
     rt_.set_progress_hook(on_progress, this);

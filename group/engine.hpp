@@ -38,6 +38,7 @@ namespace weft::group {
 constexpr uint64_t coll_bit = 1ull << 63;
 constexpr uint64_t create_bit = 1ull << 62;
 constexpr uint32_t no_slot = UINT32_MAX;  // a communicator without a clock slot (all were taken)
+constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path (flags.cpp)
 
 struct Comm;
 struct Request;
@@ -69,6 +70,8 @@ struct Comm {
     std::vector<uint32_t> slots;    // comm rank -> its clock slot
     uint32_t slot = 0;              // ours
     uint32_t coll_seq = 0;          // next collective's number (internal tag)
+    uint64_t flag_epoch = 0;        // blocking collectives on the flag path so far
+    uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
     uint32_t refs = 0;              // live requests naming it
     bool freeing = false;           // user freed it; the release barrier runs
     bool world = false;
@@ -142,6 +145,12 @@ public:
     Status reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                         weft_op_t op, uint32_t root, bool all, Request*& out);
     Status allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out);
+    // Blocking forms over one-sided writes into pinned flags (flags.cpp),
+    // when flags_usable says so (the same answer on every member).
+    bool flags_usable(const Comm& c, size_t bytes) const;
+    Status barrier_flags(Comm& c);
+    Status allreduce_flags(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                           weft_op_t op);
 
     // ------------------------------------------------- requests
     // Progresses until r is done or the deadline passes (TIMEOUT).
@@ -195,6 +204,9 @@ private:
     uint32_t advance_schedules();
     void count_p2p(Comm& c, uint64_t ctx_bits, bool sent);
     uint64_t* state_word(uint64_t off);
+    Status create_flag_window();
+    Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
+    Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
 
     Runtime& rt_;
     Comm* world_ = nullptr;
@@ -219,6 +231,8 @@ private:
     std::vector<std::pair<uint32_t, uint64_t>> replies_;  // (peer, cookie)
     std::vector<Request*> active_colls_;
     std::vector<uint8_t> slot_used_;
+    weft_window* flag_win_ = nullptr;  // owned by the Runtime (freed at finalize)
+    bool ordered_puts_ = false;
     size_t eager_limit_ = 0;
     bool zero_copy_ = true;
 };
