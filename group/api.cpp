@@ -259,6 +259,20 @@ Status on_request(weft_request_t* req, weft_msg_status_t* status, const char* fn
     return guarded([&]() -> Status { return body(eng, r); });
 }
 
+// Finishes the first completed request of reqs (its status in `done`).
+bool finish_first_done(Engine& eng, size_t n, weft_request_t* reqs, size_t* index, weft_msg_status_t* status,
+                       Status& done) {
+    for (size_t i = 0; i < n; ++i) {
+        Request* r = req_of(reqs[i]);
+        if (!r || !r->done) continue;
+        *index = i;
+        reqs[i] = nullptr;
+        done = eng.finish(*r, status);
+        return true;
+    }
+    return false;
+}
+
 // The engine of the first live request in reqs (all must share a context).
 Engine* engine_of(size_t n, weft_request_t* reqs) {
     for (size_t i = 0; i < n; ++i) {
@@ -611,16 +625,9 @@ weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index
     ApiLock lock(*eng);
     return guarded([&]() -> Status {
         eng->poll();
-        *flag = 0;
-        for (size_t i = 0; i < n; ++i) {
-            Request* r = req_of(reqs[i]);
-            if (!r || !r->done) continue;
-            *flag = 1;
-            *index = i;
-            reqs[i] = nullptr;
-            return eng->finish(*r, status);
-        }
-        return WEFT_OK;
+        Status done = WEFT_OK;
+        *flag = finish_first_done(*eng, n, reqs, index, status, done) ? 1 : 0;
+        return done;
     });
 }
 
@@ -639,13 +646,8 @@ weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index
         const weft::Deadline d = eng->rt().op_deadline();
         weft::Backoff backoff;
         for (;;) {
-            for (size_t i = 0; i < n; ++i) {
-                Request* r = req_of(reqs[i]);
-                if (!r || !r->done) continue;
-                *index = i;
-                reqs[i] = nullptr;
-                return eng->finish(*r, status);
-            }
+            Status done = WEFT_OK;
+            if (finish_first_done(*eng, n, reqs, index, status, done)) return done;
             if (eng->poll() > 0) continue;
             if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_request_waitany: nothing completed within the deadline");
             eng->pause(backoff);
