@@ -104,12 +104,11 @@ bool Schedule::advance() {
 
 void Schedule::fail(Status st) {
     if (error == WEFT_OK) error = st;
-    // Receives are cancelled; sends already handed to the transport finish
-    // on their own (or fail with their peer) and are then released.
-    for (Request* r : inflight) {
-        if (!engine->live(r)) continue;
-        if (r->kind == ReqKind::recv && !r->done) engine->cancel(*r);
-    }
+    // Receives are cancelled. Sends waiting for a reply are given up too: a
+    // live partner's schedule fails the same way and will never pull them
+    // (its receive is cancelled), so waiting would only run out the clock.
+    for (Request* r : inflight)
+        if (engine->live(r) && !r->done) engine->abandon(*r, st);
     pc = steps.size();
 }
 
@@ -120,15 +119,6 @@ uint32_t Engine::advance_schedules() {
         Schedule& s = *r->sched;
         bool finished = s.advance();
         if (finished) {
-            // In-flight sends of a failed schedule: wait for nothing, but
-            // keep their requests until they complete (buffers in use).
-            bool sends_pending = false;
-            for (Request* q : s.inflight)
-                if (live(q) && !q->done) sends_pending = true;
-            if (sends_pending && s.error != WEFT_OK) {
-                ++i;  // try again next time
-                continue;
-            }
             for (Request* q : s.inflight)
                 if (live(q)) finish(*q, nullptr);
             s.inflight.clear();
