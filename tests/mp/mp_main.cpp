@@ -19,9 +19,9 @@ class QuietListener : public testing::EmptyTestEventListener {
 };
 }  // namespace
 
-int run_all(int argc, char** argv) {
+int run_all(int argc, char** argv, weft_status_t (*init)(weft_context_t*)) {
     testing::InitGoogleTest(&argc, argv);
-    weft_status_t st = weft_init(&ctx);
+    weft_status_t st = init(&ctx);
     if (st != WEFT_OK) {
         std::fprintf(stderr, "weft_init: %s\n", weft_strerror(st));
         return 1;

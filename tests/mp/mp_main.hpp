@@ -37,7 +37,8 @@ bool progress_until(Pred pred, double timeout_s = 20.0) {
 
 inline void barrier() { ASSERT_EQ(weft_bootstrap_barrier(ctx), WEFT_OK); }
 
-int run_all(int argc, char** argv);
+// init: weft_init, or a wrapper (e.g. one asking for a thread level).
+int run_all(int argc, char** argv, weft_status_t (*init)(weft_context_t*) = weft_init);
 
 }  // namespace mp
 
