@@ -805,6 +805,7 @@ TEST_F(Comm, MessagesNeverCrossCommunicators) {
     }
     recv_pattern(w_, 16, left_, tag, 100, "world");
     wait_ok(&first.req, "isend");
+    barrier();  // nobody sends on the dups before every rank probed them
     std::vector<Outgoing> out(cs.size());
     for (size_t k = 0; k < cs.size(); ++k) isend_pattern(cs[k], out[k], 40, right_, tag, k);
     for (size_t k = cs.size(); k-- > 0;)
@@ -920,6 +921,7 @@ TEST_F(Comm, ClockRecordCountsPointToPoint) {
     EXPECT_EQ(clock_word(d, WEFT_STATE_CLOCK_CONTEXT), context_id(d) + 1);
     const uint64_t sent0 = clock_word(d, WEFT_STATE_CLOCK_SENT), arrived0 = clock_word(d, WEFT_STATE_CLOCK_RECEIVED);
     const uint64_t all_sent0 = state_word(WEFT_STATE_P2P_SENT_OFF), all_arrived0 = state_word(WEFT_STATE_P2P_RECEIVED_OFF);
+    barrier();  // counters count arrivals: nobody sends before every rank read them
     const uint64_t k = 5;
     std::vector<Outgoing> out(k);
     for (uint64_t i = 0; i < k; ++i) isend_pattern(d, out[i], i ? 8 : rendezvous_size(), right_, 61, i);
