@@ -297,48 +297,6 @@ TEST_F(Coll, AllgatherMatchesReference) {
         });
 }
 
-// -------------------------------------------------------------- barrier
-
-// Before barrier i every rank puts i into its slot of every rank's window
-// and flushes; after it, every slot of the local window must read i. On the
-// world, then on a series of fresh dups (a new communicator may inherit a
-// freed one's clock slot, and whatever flags that slot had).
-TEST_F(Coll, BarrierSeparatesPhases) {
-    const uint64_t rounds = slow_fabric() ? 50 : 300, dups = 20;
-    void* base = nullptr;
-    weft_window_t win = nullptr;
-    ASSERT_EQ(weft_window_allocate(ctx, 64 * size, &base, &win), WEFT_OK);
-    auto* slots = static_cast<uint64_t*>(base);
-    barrier();
-    uint64_t i = 0;
-    auto phase = [&](weft_comm_t c, const std::string& on) {
-        ++i;
-        const std::string what = "barrier " + std::to_string(i) + " on " + on;
-        for (uint32_t t = 0; t < size; ++t) ASSERT_EQ(weft_put(win, t, 64 * rank, &i, 8), WEFT_OK);
-        ASSERT_EQ(weft_flush(win, WEFT_RANK_ALL), WEFT_OK);
-        if (i % 2) {
-            ASSERT_EQ(weft_barrier(c), WEFT_OK) << what;
-        } else {
-            weft_request_t req = nullptr;
-            ASSERT_EQ(weft_ibarrier(c, &req), WEFT_OK) << what;
-            wait_ok(&req, what);
-        }
-        for (uint32_t o = 0; o < size; ++o)
-            ASSERT_EQ(std::atomic_ref<uint64_t>(slots[8 * o]).load(), i) << what << ": rank " << o << " had not arrived";
-        // Nobody may overwrite the slots before everyone checked them.
-        ASSERT_EQ(weft_barrier(c), WEFT_OK) << what << " (second)";
-    };
-    for (uint64_t r = 0; r < rounds; ++r) ASSERT_NO_FATAL_FAILURE(phase(w_, "the world"));
-    for (uint64_t k = 0; k < dups; ++k) {
-        weft_comm_t d = nullptr;
-        ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
-        for (uint64_t r = 0; r < 3; ++r) ASSERT_NO_FATAL_FAILURE(phase(d, "dup " + std::to_string(k)));
-        ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
-    }
-    barrier();
-    ASSERT_EQ(weft_window_free(win), WEFT_OK);
-}
-
 // ---------------------------------------------- non-blocking, overlapping
 
 // On each of several dups: ibarrier, ibcast, iallreduce and iallgather all
@@ -448,6 +406,49 @@ TEST_F(Coll, EveryCollectiveTicksItsClock) {
     EXPECT_EQ(clock_word(d, WEFT_STATE_CLOCK_FINISHED) - fin0, 7u) << "seven collectives finished";
     EXPECT_EQ(clock_word(w_, WEFT_STATE_CLOCK_SEQ), world0) << "the world's clock moved";
     ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
+// -------------------------------------------------------------- barrier
+// (Last of the Coll suite: it also reuses freed clock slots, the riskiest.)
+
+// Before barrier i every rank puts i into its slot of every rank's window
+// and flushes; after it, every slot of the local window must read i. On the
+// world, then on a series of fresh dups (a new communicator may inherit a
+// freed one's clock slot, and whatever flags that slot had).
+TEST_F(Coll, BarrierSeparatesPhases) {
+    const uint64_t rounds = slow_fabric() ? 50 : 300, dups = 20;
+    void* base = nullptr;
+    weft_window_t win = nullptr;
+    ASSERT_EQ(weft_window_allocate(ctx, 64 * size, &base, &win), WEFT_OK);
+    auto* slots = static_cast<uint64_t*>(base);
+    barrier();
+    uint64_t i = 0;
+    auto phase = [&](weft_comm_t c, const std::string& on) {
+        ++i;
+        const std::string what = "barrier " + std::to_string(i) + " on " + on;
+        for (uint32_t t = 0; t < size; ++t) ASSERT_EQ(weft_put(win, t, 64 * rank, &i, 8), WEFT_OK);
+        ASSERT_EQ(weft_flush(win, WEFT_RANK_ALL), WEFT_OK);
+        if (i % 2) {
+            ASSERT_EQ(weft_barrier(c), WEFT_OK) << what;
+        } else {
+            weft_request_t req = nullptr;
+            ASSERT_EQ(weft_ibarrier(c, &req), WEFT_OK) << what;
+            wait_ok(&req, what);
+        }
+        for (uint32_t o = 0; o < size; ++o)
+            ASSERT_EQ(std::atomic_ref<uint64_t>(slots[8 * o]).load(), i) << what << ": rank " << o << " had not arrived";
+        // Nobody may overwrite the slots before everyone checked them.
+        ASSERT_EQ(weft_barrier(c), WEFT_OK) << what << " (second)";
+    };
+    for (uint64_t r = 0; r < rounds; ++r) ASSERT_NO_FATAL_FAILURE(phase(w_, "the world"));
+    for (uint64_t k = 0; k < dups; ++k) {
+        weft_comm_t d = nullptr;
+        ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+        for (uint64_t r = 0; r < 3; ++r) ASSERT_NO_FATAL_FAILURE(phase(d, "dup " + std::to_string(k)));
+        ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    barrier();
+    ASSERT_EQ(weft_window_free(win), WEFT_OK);
 }
 
 // ------------------------------------------------------------ bad input

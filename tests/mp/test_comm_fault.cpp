@@ -58,6 +58,9 @@ TEST(CommFault, KilledMemberFailsTheCollectiveOnEverySurvivor) {
     ASSERT_EQ(weft_allreduce(d, &one, &n, 1, WEFT_INT64, WEFT_OP_SUM), WEFT_OK);
     ASSERT_EQ(n, int64_t(size));
     ASSERT_EQ(weft_barrier(w), WEFT_OK);
+    // Every rank has left that barrier before the victim may die: a death
+    // right after it may fail a barrier peers were still finishing.
+    barrier();
 
     if (rank == victim && !timed_mode()) {
         weft_fault_point("mp.comm.victim");
