@@ -23,6 +23,9 @@ bool Engine::take_slot(uint32_t& slot) {
         if (!slot_used_[s]) {
             slot_used_[s] = 1;
             slot = s;
+            // Before anyone learns the slot: flags left by the communicator
+            // that had it would satisfy the new one's first waits.
+            clear_flags(s);
             return true;
         }
     return false;
@@ -35,6 +38,7 @@ void Engine::give_back_slot(uint32_t slot) {
 Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, uint32_t my_slot,
                          Comm*& out) {
     auto c = std::make_unique<Comm>();
+    c->engine = this;
     c->id = id;
     c->size = static_cast<uint32_t>(members.size());
     c->members = std::move(members);

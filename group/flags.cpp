@@ -57,6 +57,13 @@ Status Engine::create_flag_window() {
     return WEFT_OK;
 }
 
+// No peer writes here any more: every write into a slot's area is one its
+// owner awaited before the collective completed, and the communicator that
+// had the slot was released only after its last collective.
+void Engine::clear_flags(uint32_t slot) {
+    if (flag_win_) std::memset(flag_win_->local_base + slot * slot_area, 0, slot_area);
+}
+
 bool Engine::flags_usable(const Comm& c, size_t bytes) const {
     if (!flag_win_ || bytes > flag_max_bytes || c.size > (1u << max_rounds) || c.slot == no_slot) return false;
     for (uint32_t s : c.slots)
@@ -77,23 +84,33 @@ Status Engine::signal(const Comm& c, uint32_t to, uint64_t flag_off, const void*
     return st;
 }
 
+// A pause in a flag wait: flags ring no doorbell, so never the futex sleep of
+// pause() — but with MULTIPLE, still let other threads in.
+void Engine::rest(Backoff& b) {
+    if (rt_.multi_threaded()) pause(b);
+    else b.pause();
+}
+
 // Waits until our flag at flag_off reaches epoch; fails when a member fails.
 Status Engine::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
     std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(flag_win_->local_base + flag_off));
     if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
     const Deadline d = rt_.op_deadline();
     Backoff backoff;
-    for (;;) {
+    for (uint32_t spins = 0;; ++spins) {
         // The transport may need us to progress for a peer's put to land
         // (UCX over tcp); on shm this is one load.
         poll();
         if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
+        if ((spins & 15) != 15) {  // failures and the clock now and then: each costs more than a poll
+            rest(backoff);
+            continue;
+        }
         for (uint32_t m : c.members)
             if (rt_.peer_failed(m)) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "collective: job rank %u has failed", m);
         if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "collective on communicator %llx: a peer did not arrive in time",
                                          static_cast<unsigned long long>(c.id));
-        if (rt_.multi_threaded()) pause(backoff);
-        else backoff.pause();
+        rest(backoff);
     }
 }
 

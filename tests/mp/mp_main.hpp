@@ -37,8 +37,7 @@ bool progress_until(Pred pred, double timeout_s = 20.0) {
 
 inline void barrier() { ASSERT_EQ(weft_bootstrap_barrier(ctx), WEFT_OK); }
 
-// init: weft_init, or a wrapper (e.g. one asking for a thread level).
-int run_all(int argc, char** argv, weft_status_t (*init)(weft_context_t*) = weft_init);
+int run_all(int argc, char** argv);
 
 }  // namespace mp
 
