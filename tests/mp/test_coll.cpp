@@ -8,6 +8,7 @@
 // double inputs are multiples of 1/4 small enough that every sum is exact
 // whatever order the implementation adds in.
 #include "tests/mp/comm_util.hpp"
+#include "tests/mp/raw_enums.h"
 
 #include <algorithm>
 #include <limits>
@@ -466,11 +467,11 @@ TEST_F(CollBadInput, RejectedByEveryRank) {
         EXPECT_EQ(weft_iallreduce(w_, &dv, &dout, 1, WEFT_DOUBLE, op, &req), WEFT_ERR_INVALID_ARG) << op_name(op);
     }
     for (int op : {-1, int(WEFT_OP_COUNT_), 77})
-        EXPECT_EQ(weft_allreduce(w_, &v, &out, 1, WEFT_INT64, weft_op_t(op)), WEFT_ERR_INVALID_ARG) << "op " << op;
+        EXPECT_EQ(mp_raw_allreduce(w_, &v, &out, 1, WEFT_INT64, op), WEFT_ERR_INVALID_ARG) << "op " << op;
     for (int t : {-1, int(WEFT_DATATYPE_COUNT_), 99}) {
-        EXPECT_EQ(weft_allreduce(w_, &v, &out, 1, weft_datatype_t(t), WEFT_OP_SUM), WEFT_ERR_INVALID_ARG) << t;
-        EXPECT_EQ(weft_bcast(w_, &v, 1, weft_datatype_t(t), 0), WEFT_ERR_INVALID_ARG) << "type " << t;
-        EXPECT_EQ(weft_allgather(w_, &v, 1, weft_datatype_t(t), &out), WEFT_ERR_INVALID_ARG) << "type " << t;
+        EXPECT_EQ(mp_raw_allreduce(w_, &v, &out, 1, t, WEFT_OP_SUM), WEFT_ERR_INVALID_ARG) << "type " << t;
+        EXPECT_EQ(mp_raw_bcast(w_, &v, 1, t, 0), WEFT_ERR_INVALID_ARG) << "type " << t;
+        EXPECT_EQ(mp_raw_allgather(w_, &v, 1, t, &out), WEFT_ERR_INVALID_ARG) << "type " << t;
     }
     EXPECT_EQ(weft_bcast(w_, &v, 1, WEFT_INT64, size), WEFT_ERR_INVALID_RANK);
     EXPECT_EQ(weft_ibcast(w_, &v, 1, WEFT_INT64, UINT32_MAX, &req), WEFT_ERR_INVALID_RANK);

@@ -7,6 +7,7 @@
 // Ranks talk around a ring (left_ -> rank -> right_); with 2 ranks left and
 // right are the same peer.
 #include "tests/mp/comm_util.hpp"
+#include "tests/mp/raw_enums.h"
 
 #include <algorithm>
 #include <map>
@@ -576,9 +577,10 @@ TEST_F(P2P, StatusCountOfPartialElements) {
     s.bytes = 12;
     EXPECT_EQ(weft_msg_status_count(&s, WEFT_UINT64, &count), WEFT_ERR_TRUNCATE);
     EXPECT_EQ(weft_msg_status_count(&s, WEFT_DATATYPE_COUNT_, &count), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(mp_raw_status_count(&s, 1000, &count), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_msg_status_count(nullptr, WEFT_BYTE, &count), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_msg_status_count(&s, WEFT_BYTE, nullptr), WEFT_ERR_INVALID_ARG);
-    EXPECT_EQ(weft_datatype_size(weft_datatype_t(-1), &count), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(mp_raw_datatype_size(-1, &count), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_datatype_size(WEFT_BYTE, nullptr), WEFT_ERR_INVALID_ARG);
 }
 
@@ -1042,8 +1044,8 @@ TEST_F(BadInput, PointToPointArguments) {
     EXPECT_EQ(weft_irecv(w_, nullptr, 4, WEFT_BYTE, other, 0, &req), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_recv(w_, nullptr, 4, WEFT_BYTE, other, 0, &s), WEFT_ERR_INVALID_ARG);
     for (int t : {-1, int(WEFT_DATATYPE_COUNT_), 1000}) {
-        EXPECT_EQ(weft_send(w_, &v, 1, weft_datatype_t(t), right_, 0), WEFT_ERR_INVALID_ARG) << "type " << t;
-        EXPECT_EQ(weft_irecv(w_, &v, 1, weft_datatype_t(t), other, 0, &req), WEFT_ERR_INVALID_ARG) << "type " << t;
+        EXPECT_EQ(mp_raw_send(w_, &v, 1, t, right_, 0), WEFT_ERR_INVALID_ARG) << "type " << t;
+        EXPECT_EQ(mp_raw_irecv(w_, &v, 1, t, other, 0, &req), WEFT_ERR_INVALID_ARG) << "type " << t;
     }
     EXPECT_EQ(weft_isend(w_, &v, 1, WEFT_UINT64, right_, 0, nullptr), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_irecv(w_, &v, 1, WEFT_UINT64, other, 0, nullptr), WEFT_ERR_INVALID_ARG);
