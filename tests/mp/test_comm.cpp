@@ -595,6 +595,32 @@ TEST_F(P2P, LargestTagIsValid) {
     EXPECT_EQ(got, left_);
 }
 
+// A synchronous send whose receive truncates still completes on both sides;
+// a synchronous send to oneself completes once one's own receive matched it.
+TEST_F(P2P, SynchronousSendTruncatedAndToSelf) {
+    const int32_t tag = 331;
+    for (size_t n : {size_t(100), rendezvous_size()}) {
+        const std::string what = "issend of " + std::to_string(n) + " B into 60 B";
+        const auto data = pattern(msg_seed(rank, tag, n), n);
+        weft_request_t req = nullptr;
+        ASSERT_EQ(weft_issend(w_, data.data(), n, WEFT_BYTE, right_, tag, &req), WEFT_OK);
+        Guarded g(60);
+        weft_msg_status_t s = blank_status();
+        EXPECT_EQ(weft_recv(w_, g.data(), 60, WEFT_BYTE, int32_t(left_), tag, &s), WEFT_ERR_TRUNCATE) << what;
+        expect_status(s, int32_t(left_), tag, 60, WEFT_ERR_TRUNCATE);
+        expect_pattern(g, 60, left_, tag, n, what);
+        wait_ok(&req, what);
+    }
+    const auto data = pattern(msg_seed(rank, tag + 1, 0), 48);
+    weft_request_t req = nullptr;
+    ASSERT_EQ(weft_issend(w_, data.data(), 48, WEFT_BYTE, rank, tag + 1, &req), WEFT_OK);
+    int flag = 1;
+    ASSERT_EQ(weft_request_test(&req, &flag, nullptr), WEFT_OK);
+    EXPECT_EQ(flag, 0) << "issend to self completed before its receive was posted";
+    recv_pattern(w_, 48, rank, tag + 1, 0, "issend to self");
+    wait_ok(&req, "issend to self");
+}
+
 // =========================================================== communicators
 
 using Comm = CommTest;
@@ -852,6 +878,34 @@ TEST_F(Comm, FreeWhilePeersStillUseIt) {
             ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
         }
     }
+}
+
+// A receive still pending on a freed communicator can be cancelled (its
+// release waits for it); non-blocking collectives posted just before the
+// free complete with the right results.
+TEST_F(Comm, PendingOperationsOutliveFree) {
+    weft_comm_t d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+    uint64_t never = 0;
+    weft_request_t orphan = nullptr;
+    ASSERT_EQ(weft_irecv(d, &never, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 9, &orphan), WEFT_OK);
+    std::vector<int64_t> in(1000), sum(1000, 0), bc(3000, -1);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = int64_t(rank * 1000 + i);
+    if (rank == 1 % size)
+        for (size_t i = 0; i < bc.size(); ++i) bc[i] = int64_t(i * 3);
+    weft_request_t reqs[2] = {nullptr, nullptr};
+    ASSERT_EQ(weft_iallreduce(d, in.data(), sum.data(), in.size(), WEFT_INT64, WEFT_OP_SUM, &reqs[0]), WEFT_OK);
+    ASSERT_EQ(weft_ibcast(d, bc.data(), bc.size(), WEFT_INT64, 1 % size, &reqs[1]), WEFT_OK);
+    ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+    ASSERT_EQ(weft_request_waitall(2, reqs, nullptr), WEFT_OK) << "collectives posted before the free";
+    for (size_t i = 0; i < sum.size(); ++i)
+        ASSERT_EQ(sum[i], int64_t(1000 * size * (size - 1) / 2 + size * i)) << "iallreduce element " << i;
+    for (size_t i = 0; i < bc.size(); ++i) ASSERT_EQ(bc[i], int64_t(i * 3)) << "ibcast element " << i;
+    ASSERT_EQ(weft_request_cancel(orphan), WEFT_OK);
+    weft_msg_status_t s = blank_status();
+    weft_request_wait(&orphan, &s);
+    EXPECT_EQ(s.cancelled, 1) << describe(s);
+    EXPECT_EQ(orphan, nullptr);
 }
 
 // dup, split and free in a tight loop with traffic in flight, frees in
