@@ -1,0 +1,499 @@
+// test_coll.cpp — collectives (weft/comm.h) against a serial reference,
+// run by ctest under weft-run at 2, 4 and 8 ranks over shm, ucx+shm and
+// ucx+tcp.
+//
+// Inputs are random but seeded per case: rank r's input is a function of
+// (seed, r), so every rank can compute the reference of any collective.
+// Results are compared byte for byte: integer inputs avoid signed overflow,
+// double inputs are multiples of 1/4 small enough that every sum is exact
+// whatever order the implementation adds in.
+#include "tests/mp/comm_util.hpp"
+#include "tests/mp/raw_enums.h"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <type_traits>
+
+using namespace mp;
+
+namespace {
+
+// --------------------------------------------------------- typed reference
+
+template <typename F>
+void visit_type(weft_datatype_t t, F&& f) {
+    switch (t) {
+        case WEFT_BYTE: return f(uint8_t{});
+        case WEFT_INT32: return f(int32_t{});
+        case WEFT_UINT32: return f(uint32_t{});
+        case WEFT_INT64: return f(int64_t{});
+        case WEFT_UINT64: return f(uint64_t{});
+        case WEFT_DOUBLE: return f(double{});
+        default: FAIL() << "no C type for datatype " << int(t);
+    }
+}
+
+const char* type_name(weft_datatype_t t) {
+    static const char* names[] = {"BYTE", "INT32", "UINT32", "INT64", "UINT64", "DOUBLE"};
+    return t >= 0 && t < WEFT_DATATYPE_COUNT_ ? names[t] : "?";
+}
+
+const char* op_name(weft_op_t op) {
+    static const char* names[] = {"SUM", "MIN", "MAX", "BAND", "BOR"};
+    return op >= 0 && op < WEFT_OP_COUNT_ ? names[op] : "?";
+}
+
+// Element i of rank r's input for a case.
+template <typename T>
+T input_value(uint64_t seed, uint32_t r, size_t i, weft_op_t op) {
+    const uint64_t x = mix(seed ^ mix(uint64_t(r) << 40 ^ i));
+    if constexpr (std::is_floating_point_v<T>) {
+        return double(int64_t(x % (1u << 22)) - (1 << 21)) * 0.25;
+    } else if constexpr (std::is_signed_v<T>) {
+        if (op == WEFT_OP_SUM)  // |sum| of 4096 ranks' values stays in range
+            return T(int64_t(x % (uint64_t(std::numeric_limits<T>::max()) >> 12)) *
+                     (x >> 63 ? -1 : 1));
+        return T(x);
+    } else {
+        return T(x);  // unsigned sums wrap, by definition
+    }
+}
+
+template <typename T>
+std::vector<T> input(uint64_t seed, uint32_t r, size_t n, weft_op_t op) {
+    std::vector<T> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = input_value<T>(seed, r, i, op);
+    return v;
+}
+
+template <typename T>
+T apply(weft_op_t op, T a, T b) {
+    switch (op) {
+        case WEFT_OP_SUM: return T(a + b);
+        case WEFT_OP_MIN: return std::min(a, b);
+        case WEFT_OP_MAX: return std::max(a, b);
+        default: break;
+    }
+    if constexpr (std::is_integral_v<T>) return op == WEFT_OP_BAND ? T(a & b) : T(a | b);
+    ADD_FAILURE() << "op " << op_name(op) << " on a floating type";
+    return a;
+}
+
+// The reduction of every rank's input, in rank order.
+template <typename T>
+std::vector<T> reference(uint64_t seed, uint32_t nranks, size_t n, weft_op_t op) {
+    std::vector<T> acc = input<T>(seed, 0, n, op);
+    for (uint32_t r = 1; r < nranks; ++r)
+        for (size_t i = 0; i < n; ++i) acc[i] = apply(op, acc[i], input_value<T>(seed, r, i, op));
+    return acc;
+}
+
+// Index of the first element where got differs (bytewise) from want, or SIZE_MAX.
+template <typename T>
+size_t first_difference(const T* got, const std::vector<T>& want) {
+    for (size_t i = 0; i < want.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) return i;
+    return SIZE_MAX;
+}
+
+template <typename T>
+std::string at(const T* got, const std::vector<T>& want, size_t i) {
+    if (i == SIZE_MAX) return "";
+    std::ostringstream os;
+    os << "element " << i << ": got " << +got[i] << ", want " << +want[i];
+    return os.str();
+}
+
+// A typed receive buffer with guards.
+template <typename T>
+struct Buf {
+    Guarded g;
+    explicit Buf(size_t n) : g(n * sizeof(T)) {}
+    T* data() { return reinterpret_cast<T*>(g.data()); }
+};
+
+// Checks a result buffer against the reference, guards included.
+template <typename T>
+void expect_result(Buf<T>& got, const std::vector<T>& want, const std::string& what) {
+    const size_t bad = first_difference(got.data(), want);
+    EXPECT_EQ(bad, SIZE_MAX) << what << ": " << at(got.data(), want, bad);
+    EXPECT_TRUE(got.g.guards_intact()) << what << ": written outside the buffer";
+}
+
+std::vector<size_t> counts() {
+    return {1, 7, 1000, slow_fabric() ? 10000u : 100000u};
+}
+
+// Every data collective runs on the world and on all ranks but the last
+// (sizes 1, 3, 7: the non-power-of-two paths). Members of both are job ranks
+// 0..n-1 in order, so inputs depend on the rank the same way in both.
+struct Target {
+    weft_comm_t comm;
+    uint32_t n;  // members
+    const char* name;
+};
+
+class CollTest : public CommTest {
+public:
+    // Once per suite: creating and freeing it around every test would also
+    // test clock-slot reuse, which DupSplitFreeRaces and the barrier test do
+    // on purpose.
+    static void SetUpTestSuite() {
+        ASSERT_EQ(weft_comm_split(world(), rank + 1 < size ? 0 : WEFT_UNDEFINED, 0, &part_), WEFT_OK);
+    }
+    static void TearDownTestSuite() {
+        if (part_) {
+            EXPECT_EQ(weft_comm_free(&part_), WEFT_OK);
+        }
+    }
+
+protected:
+    void SetUp() override {
+        targets_.push_back({w_, size, "world"});
+        if (part_) targets_.push_back({part_, size - 1, "all but the last rank"});
+    }
+    static inline weft_comm_t part_ = nullptr;
+    std::vector<Target> targets_;
+};
+
+// ---------------------------------------------------------- reductions
+
+struct Reduction {
+    weft_datatype_t type;
+    weft_op_t op;
+};
+
+std::vector<Reduction> every_reduction() {
+    std::vector<Reduction> v;
+    for (weft_datatype_t t : {WEFT_INT32, WEFT_UINT32, WEFT_INT64, WEFT_UINT64})
+        for (int op = 0; op < WEFT_OP_COUNT_; ++op) v.push_back({t, weft_op_t(op)});
+    for (weft_op_t op : {WEFT_OP_SUM, WEFT_OP_MIN, WEFT_OP_MAX}) v.push_back({WEFT_DOUBLE, op});
+    return v;
+}
+
+class Reduce : public CollTest, public testing::WithParamInterface<Reduction> {
+protected:
+    uint64_t seed(size_t n, uint64_t salt) const {
+        return mix((uint64_t(GetParam().type) << 56) ^ (uint64_t(GetParam().op) << 48) ^ (n << 8) ^ salt);
+    }
+    std::string what(const Target& t, const char* coll, size_t n, uint64_t salt) const {
+        return std::string(coll) + " " + type_name(GetParam().type) + " " + op_name(GetParam().op) + " count " +
+               std::to_string(n) + " on " + t.name + " (case " + std::to_string(salt) + ")";
+    }
+};
+
+TEST_P(Reduce, AllreduceMatchesReference) {
+    const weft_datatype_t type = GetParam().type;
+    const weft_op_t op = GetParam().op;
+    visit_type(type, [&](auto zero) {
+        using T = decltype(zero);
+        for (const Target& t : targets_)
+            for (size_t n : counts())
+                for (uint64_t in_place = 0; in_place < 2; ++in_place) {
+                    const uint64_t s = seed(n, in_place);
+                    const std::string w = what(t, in_place ? "allreduce IN_PLACE" : "allreduce", n, in_place);
+                    auto mine = input<T>(s, rank, n, op);
+                    Buf<T> out(n);
+                    if (in_place) std::memcpy(out.data(), mine.data(), n * sizeof(T));
+                    ASSERT_EQ(weft_allreduce(t.comm, in_place ? WEFT_IN_PLACE : mine.data(), out.data(), n, type, op),
+                              WEFT_OK)
+                        << w;
+                    expect_result(out, reference<T>(s, t.n, n, op), w);
+                    EXPECT_EQ(mine, input<T>(s, rank, n, op)) << w << ": the send buffer changed";
+                }
+    });
+}
+
+// Every root, every count; IN_PLACE at the root on odd roots. Non-roots pass
+// no receive buffer (it matters only at the root).
+TEST_P(Reduce, ReduceToEveryRoot) {
+    const weft_datatype_t type = GetParam().type;
+    const weft_op_t op = GetParam().op;
+    visit_type(type, [&](auto zero) {
+        using T = decltype(zero);
+        for (const Target& t : targets_)
+            for (size_t n : counts())
+                for (uint32_t root = 0; root < t.n; ++root) {
+                    const uint64_t s = seed(n, 100 + root);
+                    const bool in_place = root % 2 == 1 && rank == root;
+                    const std::string w = what(t, "reduce", n, root) + " root " + std::to_string(root);
+                    auto mine = input<T>(s, rank, n, op);
+                    if (rank != root) {
+                        ASSERT_EQ(weft_reduce(t.comm, mine.data(), nullptr, n, type, op, root), WEFT_OK) << w;
+                        continue;
+                    }
+                    Buf<T> out(n);
+                    if (in_place) std::memcpy(out.data(), mine.data(), n * sizeof(T));
+                    ASSERT_EQ(
+                        weft_reduce(t.comm, in_place ? WEFT_IN_PLACE : mine.data(), out.data(), n, type, op, root),
+                        WEFT_OK)
+                        << w;
+                    expect_result(out, reference<T>(s, t.n, n, op), w);
+                }
+    });
+}
+
+std::string reduction_name(const testing::TestParamInfo<Reduction>& info) {
+    return std::string(type_name(info.param.type)) + "_" + op_name(info.param.op);
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, Reduce, testing::ValuesIn(every_reduction()), reduction_name);
+
+// ------------------------------------------------------ bcast, allgather
+
+using Coll = CollTest;
+
+const weft_datatype_t kMoved[] = {WEFT_BYTE, WEFT_INT32, WEFT_DOUBLE, WEFT_UINT64};
+
+// Every root, every count, several types: non-roots' buffers start as junk.
+TEST_F(Coll, BcastFromEveryRoot) {
+    for (weft_datatype_t type : kMoved)
+        visit_type(type, [&](auto zero) {
+            using T = decltype(zero);
+            for (const Target& t : targets_)
+                for (size_t n : counts())
+                    for (uint32_t root = 0; root < t.n; ++root) {
+                        const uint64_t s = mix(0xbca57ull ^ (uint64_t(type) << 40) ^ (n << 8) ^ root);
+                        const std::string w = std::string("bcast ") + type_name(type) + " count " +
+                                              std::to_string(n) + " root " + std::to_string(root) + " on " + t.name;
+                        const auto want = input<T>(s, root, n, WEFT_OP_MIN);
+                        Buf<T> buf(n);
+                        if (rank == root)
+                            std::memcpy(buf.data(), want.data(), n * sizeof(T));
+                        else
+                            std::memset(buf.data(), 0x5c, n * sizeof(T));
+                        ASSERT_EQ(weft_bcast(t.comm, buf.data(), n, type, root), WEFT_OK) << w;
+                        expect_result(buf, want, w);
+                    }
+        });
+}
+
+// Every rank's part lands at rank * count; IN_PLACE on odd cases.
+TEST_F(Coll, AllgatherMatchesReference) {
+    uint64_t k = 0;
+    for (weft_datatype_t type : kMoved)
+        visit_type(type, [&](auto zero) {
+            using T = decltype(zero);
+            for (const Target& t : targets_)
+                for (size_t n : counts()) {
+                    const bool in_place = ++k % 2 == 0;
+                    const uint64_t s = mix(0xa11ull ^ (uint64_t(type) << 40) ^ (n << 8));
+                    const std::string w = std::string("allgather") + (in_place ? " IN_PLACE " : " ") +
+                                          type_name(type) + " count " + std::to_string(n) + " on " + t.name;
+                    std::vector<T> want;
+                    for (uint32_t r = 0; r < t.n; ++r) {
+                        const auto part = input<T>(s, r, n, WEFT_OP_MIN);
+                        want.insert(want.end(), part.begin(), part.end());
+                    }
+                    const auto mine = input<T>(s, rank, n, WEFT_OP_MIN);
+                    Buf<T> out(n * t.n);
+                    std::memset(out.data(), 0x5c, n * t.n * sizeof(T));
+                    if (in_place) std::memcpy(out.data() + rank * n, mine.data(), n * sizeof(T));
+                    ASSERT_EQ(weft_allgather(t.comm, in_place ? WEFT_IN_PLACE : mine.data(), n, type, out.data()),
+                              WEFT_OK)
+                        << w;
+                    expect_result(out, want, w);
+                }
+        });
+}
+
+// ---------------------------------------------- non-blocking, overlapping
+
+// On each of several dups: ibarrier, ibcast, iallreduce and iallgather all
+// outstanding at once, comms posted in a different order on each rank (only
+// the order per communicator must agree), a blocking allreduce on the world
+// in the middle; then one waitall.
+TEST_F(Coll, NonBlockingOverlapOnSeveralCommunicators) {
+    const size_t ncomm = 4, n = slow_fabric() ? 2000 : 20000;
+    std::vector<weft_comm_t> cs(ncomm, nullptr);
+    for (auto& c : cs) ASSERT_EQ(weft_comm_dup(w_, &c), WEFT_OK);
+    for (uint64_t round = 0; round < 3; ++round) {
+        struct Ops {
+            std::vector<int64_t> bc, red_in, red_out;
+            std::vector<double> ga_in, ga_out;
+        };
+        std::vector<Ops> ops(ncomm);
+        std::vector<weft_request_t> reqs;
+        auto seed = [&](size_t k, uint64_t what) { return mix(round << 32 ^ k << 8 ^ what); };
+        for (size_t j = 0; j < ncomm; ++j) {
+            const size_t k = (j + rank) % ncomm;  // rotated posting order
+            Ops& o = ops[k];
+            const uint32_t root = uint32_t((k + round) % size);
+            o.bc = rank == root ? input<int64_t>(seed(k, 1), root, n, WEFT_OP_MIN) : std::vector<int64_t>(n, -1);
+            o.red_in = input<int64_t>(seed(k, 2), rank, n + k, WEFT_OP_SUM);
+            o.red_out.assign(n + k, 0);
+            o.ga_in = input<double>(seed(k, 3), rank, 7, WEFT_OP_MIN);
+            o.ga_out.assign(7 * size, -1.0);
+            weft_request_t r[4] = {};
+            ASSERT_EQ(weft_ibarrier(cs[k], &r[0]), WEFT_OK);
+            ASSERT_EQ(weft_ibcast(cs[k], o.bc.data(), n, WEFT_INT64, root, &r[1]), WEFT_OK);
+            ASSERT_EQ(weft_iallreduce(cs[k], o.red_in.data(), o.red_out.data(), n + k, WEFT_INT64, WEFT_OP_SUM, &r[2]),
+                      WEFT_OK);
+            ASSERT_EQ(weft_iallgather(cs[k], o.ga_in.data(), 7, WEFT_DOUBLE, o.ga_out.data(), &r[3]), WEFT_OK);
+            reqs.insert(reqs.end(), r, r + 4);
+            if (j == ncomm / 2) {
+                uint64_t one = 1, total = 0;
+                ASSERT_EQ(weft_allreduce(w_, &one, &total, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+                EXPECT_EQ(total, size) << "blocking allreduce amid non-blocking ones";
+            }
+        }
+        std::vector<weft_msg_status_t> st(reqs.size(), blank_status());
+        ASSERT_EQ(weft_request_waitall(reqs.size(), reqs.data(), st.data()), WEFT_OK) << "round " << round;
+        for (size_t k = 0; k < ncomm; ++k) {
+            const std::string w = "round " + std::to_string(round) + " comm " + std::to_string(k);
+            const uint32_t root = uint32_t((k + round) % size);
+            EXPECT_EQ(ops[k].bc, input<int64_t>(seed(k, 1), root, n, WEFT_OP_MIN)) << w << ": ibcast";
+            EXPECT_EQ(ops[k].red_out, reference<int64_t>(seed(k, 2), size, n + k, WEFT_OP_SUM)) << w << ": iallreduce";
+            std::vector<double> ga;
+            for (uint32_t r = 0; r < size; ++r) {
+                const auto part = input<double>(seed(k, 3), r, 7, WEFT_OP_MIN);
+                ga.insert(ga.end(), part.begin(), part.end());
+            }
+            EXPECT_EQ(ops[k].ga_out, ga) << w << ": iallgather";
+        }
+    }
+    for (auto& c : cs) ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// Non-blocking collectives completed one by one with testany while the
+// rank also serves point-to-point traffic.
+TEST_F(Coll, NonBlockingCompletedByTestany) {
+    weft_comm_t d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+    std::vector<uint64_t> sums(8, 0);
+    std::vector<weft_request_t> reqs(8, nullptr);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        const uint64_t v = rank + i;
+        ASSERT_EQ(weft_iallreduce(i % 2 ? d : w_, &v, &sums[i], 1, WEFT_UINT64, WEFT_OP_SUM, &reqs[i]), WEFT_OK);
+    }
+    size_t done = 0;
+    ASSERT_TRUE(poll_until([&] {
+        size_t index = SIZE_MAX;
+        int flag = 0;
+        EXPECT_EQ(weft_request_testany(reqs.size(), reqs.data(), &index, &flag, nullptr), WEFT_OK);
+        if (flag && index != SIZE_MAX) ++done;
+        return done == reqs.size();
+    })) << done << " of " << reqs.size() << " completed";
+    for (size_t i = 0; i < sums.size(); ++i) EXPECT_EQ(sums[i], uint64_t(size) * i + size * (size - 1) / 2) << i;
+    ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
+// ---------------------------------------------------------- clock hooks
+
+// Each collective enters with commit_begin (seq + 1) and leaves with
+// commit_finish (finished + 1) on its communicator's record, and only there.
+// (Slots are reused without a reset, so only differences are comparable.)
+TEST_F(Coll, EveryCollectiveTicksItsClock) {
+    weft_comm_t d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+    const uint64_t seq0 = clock_word(d, WEFT_STATE_CLOCK_SEQ), fin0 = clock_word(d, WEFT_STATE_CLOCK_FINISHED);
+    const uint64_t world0 = clock_word(w_, WEFT_STATE_CLOCK_SEQ);
+    EXPECT_EQ(seq0, fin0) << "not inside a collective";
+    uint64_t v = rank, out = 0;
+    std::vector<uint64_t> all(size);
+    weft_request_t req = nullptr;
+    ASSERT_EQ(weft_barrier(d), WEFT_OK);
+    ASSERT_EQ(weft_bcast(d, &v, 1, WEFT_UINT64, 0), WEFT_OK);
+    ASSERT_EQ(weft_reduce(d, &v, &out, 1, WEFT_UINT64, WEFT_OP_MAX, 0), WEFT_OK);
+    ASSERT_EQ(weft_allreduce(d, &v, &out, 1, WEFT_UINT64, WEFT_OP_MAX), WEFT_OK);
+    ASSERT_EQ(weft_allgather(d, &v, 1, WEFT_UINT64, all.data()), WEFT_OK);
+    ASSERT_EQ(weft_ibarrier(d, &req), WEFT_OK);
+    wait_ok(&req, "ibarrier");
+    ASSERT_EQ(weft_iallreduce(d, &v, &out, 1, WEFT_UINT64, WEFT_OP_SUM, &req), WEFT_OK);
+    wait_ok(&req, "iallreduce");
+    const uint64_t seq1 = clock_word(d, WEFT_STATE_CLOCK_SEQ);
+    EXPECT_EQ(seq1 - seq0, 7u) << "seven collectives begun";
+    EXPECT_EQ(clock_word(d, WEFT_STATE_CLOCK_FINISHED) - fin0, 7u) << "seven collectives finished";
+    EXPECT_EQ(clock_word(w_, WEFT_STATE_CLOCK_SEQ), world0) << "the world's clock moved";
+    ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
+// -------------------------------------------------------------- barrier
+// (Last of the Coll suite: it also reuses freed clock slots, the riskiest.)
+
+// Before barrier i every rank puts i into its slot of every rank's window
+// and flushes; after it, every slot of the local window must read i. On the
+// world, then on a series of fresh dups (a new communicator may inherit a
+// freed one's clock slot, and whatever flags that slot had).
+TEST_F(Coll, BarrierSeparatesPhases) {
+    const uint64_t rounds = slow_fabric() ? 50 : 300, dups = 20;
+    void* base = nullptr;
+    weft_window_t win = nullptr;
+    ASSERT_EQ(weft_window_allocate(ctx, 64 * size, &base, &win), WEFT_OK);
+    auto* slots = static_cast<uint64_t*>(base);
+    barrier();
+    uint64_t i = 0;
+    auto phase = [&](weft_comm_t c, const std::string& on) {
+        ++i;
+        const std::string what = "barrier " + std::to_string(i) + " on " + on;
+        for (uint32_t t = 0; t < size; ++t) ASSERT_EQ(weft_put(win, t, 64 * rank, &i, 8), WEFT_OK);
+        ASSERT_EQ(weft_flush(win, WEFT_RANK_ALL), WEFT_OK);
+        if (i % 2) {
+            ASSERT_EQ(weft_barrier(c), WEFT_OK) << what;
+        } else {
+            weft_request_t req = nullptr;
+            ASSERT_EQ(weft_ibarrier(c, &req), WEFT_OK) << what;
+            wait_ok(&req, what);
+        }
+        for (uint32_t o = 0; o < size; ++o)
+            ASSERT_EQ(std::atomic_ref<uint64_t>(slots[8 * o]).load(), i) << what << ": rank " << o << " had not arrived";
+        // Nobody may overwrite the slots before everyone checked them.
+        ASSERT_EQ(weft_barrier(c), WEFT_OK) << what << " (second)";
+    };
+    for (uint64_t r = 0; r < rounds; ++r) ASSERT_NO_FATAL_FAILURE(phase(w_, "the world"));
+    for (uint64_t k = 0; k < dups; ++k) {
+        weft_comm_t d = nullptr;
+        ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+        for (uint64_t r = 0; r < 3; ++r) ASSERT_NO_FATAL_FAILURE(phase(d, "dup " + std::to_string(k)));
+        ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    barrier();
+    ASSERT_EQ(weft_window_free(win), WEFT_OK);
+}
+
+// ------------------------------------------------------------ bad input
+
+using CollBadInput = CommTest;
+
+// Every rank passes the same bad argument: each gets the error at once.
+TEST_F(CollBadInput, RejectedByEveryRank) {
+    int64_t v = 1, out = 0;
+    double dv = 1.0, dout = 0;
+    weft_request_t req = nullptr;
+    for (weft_op_t op : {WEFT_OP_BAND, WEFT_OP_BOR}) {
+        EXPECT_EQ(weft_allreduce(w_, &dv, &dout, 1, WEFT_DOUBLE, op), WEFT_ERR_INVALID_ARG) << op_name(op);
+        EXPECT_EQ(weft_reduce(w_, &dv, &dout, 1, WEFT_DOUBLE, op, 0), WEFT_ERR_INVALID_ARG) << op_name(op);
+        EXPECT_EQ(weft_iallreduce(w_, &dv, &dout, 1, WEFT_DOUBLE, op, &req), WEFT_ERR_INVALID_ARG) << op_name(op);
+    }
+    for (int op : {-1, int(WEFT_OP_COUNT_), 77})
+        EXPECT_EQ(mp_raw_allreduce(w_, &v, &out, 1, WEFT_INT64, op), WEFT_ERR_INVALID_ARG) << "op " << op;
+    for (int t : {-1, int(WEFT_DATATYPE_COUNT_), 99}) {
+        EXPECT_EQ(mp_raw_allreduce(w_, &v, &out, 1, t, WEFT_OP_SUM), WEFT_ERR_INVALID_ARG) << "type " << t;
+        EXPECT_EQ(mp_raw_bcast(w_, &v, 1, t, 0), WEFT_ERR_INVALID_ARG) << "type " << t;
+        EXPECT_EQ(mp_raw_allgather(w_, &v, 1, t, &out), WEFT_ERR_INVALID_ARG) << "type " << t;
+    }
+    EXPECT_EQ(weft_bcast(w_, &v, 1, WEFT_INT64, size), WEFT_ERR_INVALID_RANK);
+    EXPECT_EQ(weft_ibcast(w_, &v, 1, WEFT_INT64, UINT32_MAX, &req), WEFT_ERR_INVALID_RANK);
+    EXPECT_EQ(weft_reduce(w_, &v, &out, 1, WEFT_INT64, WEFT_OP_SUM, size + 1), WEFT_ERR_INVALID_RANK);
+    EXPECT_EQ(weft_bcast(w_, nullptr, 3, WEFT_INT64, 0), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_allreduce(w_, nullptr, &out, 1, WEFT_INT64, WEFT_OP_SUM), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_allreduce(w_, &v, nullptr, 1, WEFT_INT64, WEFT_OP_SUM), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_allgather(w_, &v, 1, WEFT_INT64, nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_allgather(w_, nullptr, 1, WEFT_INT64, &out), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_ibarrier(w_, nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_iallgather(w_, &v, 1, WEFT_INT64, &out, nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(req, nullptr) << "no request from a rejected call";
+    // Nothing was started: the next collectives line up on every rank.
+    ASSERT_EQ(weft_allreduce(w_, &v, &out, 1, WEFT_INT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(out, int64_t(size));
+    // Zero elements are a valid, empty collective.
+    EXPECT_EQ(weft_allreduce(w_, nullptr, nullptr, 0, WEFT_INT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(weft_bcast(w_, nullptr, 0, WEFT_INT64, 0), WEFT_OK);
+    EXPECT_EQ(weft_allgather(w_, nullptr, 0, WEFT_INT64, nullptr), WEFT_OK);
+    ASSERT_EQ(weft_barrier(w_), WEFT_OK);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return mp::run_all(argc, argv); }
