@@ -104,11 +104,16 @@ bool Schedule::advance() {
 
 void Schedule::fail(Status st) {
     if (error == WEFT_OK) error = st;
-    // Receives are cancelled. Sends waiting for a reply are given up too: a
-    // live partner's schedule fails the same way and will never pull them
-    // (its receive is cancelled), so waiting would only run out the clock.
+    // Receives are given up (a matched one is answered unpulled), and so are
+    // partners' announcements for this collective still waiting here.
+    // Our own rendezvous sends are NOT: a live partner may be pulling them
+    // right now, and over UCX's tcp emulation a pull of memory we gave back
+    // would crash this process. They finish with the partner's FIN — it
+    // pulls, or refuses because its collective failed too — or with its
+    // failure; advance_schedules waits for that before completing.
     for (Request* r : inflight)
-        if (engine->live(r) && !r->done) engine->abandon(*r, st);
+        if (engine->live(r) && !r->done && r->kind == ReqKind::recv) engine->abandon(*r, st);
+    engine->refuse_rendezvous(comm->coll, tag);
     pc = steps.size();
 }
 
@@ -119,6 +124,12 @@ uint32_t Engine::advance_schedules() {
         Schedule& s = *r->sched;
         bool finished = s.advance();
         if (finished) {
+            bool sends_pending = false;
+            for (Request* q : s.inflight) sends_pending |= live(q) && !q->done;
+            if (sends_pending) {  // a failed schedule's rendezvous sends: see Schedule::fail
+                ++i;
+                continue;
+            }
             for (Request* q : s.inflight)
                 if (live(q)) finish(*q, nullptr);
             s.inflight.clear();

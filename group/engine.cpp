@@ -347,10 +347,30 @@ void Engine::abandon(Request& r, Status why) {
     }
     for (auto it = pulls_.begin(); it != pulls_.end(); ++it)
         if (it->r == &r) {
+            // Matched but not pulled: never write the buffer after we give
+            // it back; tell the sender it may stop exposing its own.
+            queue_reply(it->u.source_peer, it->u.cookie);
             pulls_.erase(it);
             break;
         }
     complete(r, why);
+}
+
+void Engine::refuse_rendezvous(MatchQueue& q, int32_t tag) {
+    for (auto it = q.unexpected.begin(); it != q.unexpected.end();) {
+        if (it->kind != rts || (tag != WEFT_ANY_TAG && it->tag != tag)) {
+            ++it;
+            continue;
+        }
+        queue_reply(it->source_peer, it->cookie);
+        it = q.unexpected.erase(it);
+    }
+}
+
+bool Engine::has_failed_member(const Comm& c) const {
+    for (uint32_t m : c.members)
+        if (rt_.peer_failed(m)) return true;
+    return false;
 }
 
 Status Engine::cancel(Request& r) {
@@ -427,6 +447,12 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
         }
         count_p2p(*c, h.context & (coll_bit | create_bit), false);
         q = cit->second.queue;
+        if (h.kind == rts && (h.context & coll_bit) && has_failed_member(*c)) {
+            // Its collective fails here too: never pulled, so answer now
+            // and the sender stops exposing its buffer (see Schedule::fail).
+            queue_reply(source_peer, h.cookie);
+            return;
+        }
     } else {
         q = queue_for(h.context);  // not created here yet: kept for when it is
     }
@@ -511,6 +537,9 @@ void Engine::on_peer_failed(void* arg, uint32_t peer) {
     for (auto& c : self->comms_) {
         const int32_t cr = c->rank_of_job(peer);
         if (cr < 0) continue;
+        // Every collective on it fails, here and at its other members: no
+        // rendezvous announced for one will be pulled (Schedule::fail).
+        self->refuse_rendezvous(c->coll, WEFT_ANY_TAG);
         for (MatchQueue* q : {&c->p2p, &c->coll, &c->create}) {
             for (auto it = q->posted.begin(); it != q->posted.end();) {
                 Request* r = *it;

@@ -152,6 +152,10 @@ public:
     // Gives up on a request whose wait timed out: a send stops waiting for
     // its reply (its buffer is no longer exposed), a receive is unposted.
     void abandon(Request& r, Status why);
+    // Answers (FIN) and drops every unmatched rendezvous announcement with
+    // `tag` (WEFT_ANY_TAG: all) in q: their receives will never be posted.
+    void refuse_rendezvous(MatchQueue& q, int32_t tag);
+    bool has_failed_member(const Comm& c) const;
 
     // ------------------------------------------------- collectives
     Status barrier_start(Comm& c, Request*& out);
