@@ -7,6 +7,10 @@
 // window's bound RmaOps.
 #include "transport/runtime.hpp"
 
+#include "group/layer.hpp"
+
+#include <weft/comm.h>
+
 #include <new>
 
 using weft::Runtime;
@@ -92,23 +96,39 @@ inline Status check_atomic(weft_window_t w, uint32_t rank, uint64_t offset, uint
 
 extern "C" {
 
-weft_status_t weft_init(weft_context_t* ctx_out) {
+weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t* provided,
+                               weft_context_t* ctx_out) {
     if (!ctx_out) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init: ctx_out is NULL");
+    if (required != WEFT_THREAD_SERIALIZED && required != WEFT_THREAD_MULTIPLE)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init_thread: unknown thread level %d", static_cast<int>(required));
     return guarded([&]() -> Status {
         auto rt = std::make_unique<Runtime>();
-        Status st = rt->init();
-        if (st != WEFT_OK) return st;
-        auto* c = new weft_context;
-        c->rt = rt.release();
-        *ctx_out = c;
+        auto c = std::make_unique<weft_context>();
+        c->rt = rt.get();
+        Status st = rt->init([&] { return weft::group::attach(c.get(), required == WEFT_THREAD_MULTIPLE); });
+        if (st != WEFT_OK) {
+            weft::group::detach(c.get());
+            weft::group::destroy(c.get());
+            return st;  // ~Runtime finalizes the transport
+        }
+        rt.release();
+        weft::group::start(c.get());
+        if (provided) *provided = c->rt->multi_threaded() ? WEFT_THREAD_MULTIPLE : WEFT_THREAD_SERIALIZED;
+        *ctx_out = c.release();
         return WEFT_OK;
     });
+}
+
+weft_status_t weft_init(weft_context_t* ctx_out) {
+    return weft_init_thread(WEFT_THREAD_SERIALIZED, nullptr, ctx_out);
 }
 
 weft_status_t weft_finalize(weft_context_t ctx) {
     REQUIRE_RT(ctx, rt);
     return guarded([&]() -> Status {
+        weft::group::detach(ctx);
         Status st = rt->finalize();
+        weft::group::destroy(ctx);
         for (auto& w : rt->take_window_shells()) {
             w->remote_storage.clear();
             w->remote_storage.shrink_to_fit();

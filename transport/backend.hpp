@@ -32,6 +32,13 @@ struct RemoteRegion {
     int32_t pid = 0;            // shm user memory: owner pid (cross-memory attach)
 };
 
+// A buffer lent for one pull (see Backend::expose).
+struct ExposedBuffer {
+    uint64_t addr = 0;
+    std::vector<uint8_t> key;  // opaque to the caller; travels to the puller
+    void* handle = nullptr;    // the backend's registration
+};
+
 struct RmaOps {
     Status (*put)(weft_window* w, uint32_t rank, uint64_t off, const void* src, size_t len);
     Status (*get)(weft_window* w, uint32_t rank, uint64_t off, void* dst, size_t len);
@@ -69,6 +76,23 @@ public:
     virtual void wake() = 0;
     // Called once, on the application thread, when peer is declared failed.
     virtual void peer_failed(uint32_t peer) { (void)peer; }
+
+    // Zero-copy rendezvous for point-to-point messages: the sender exposes
+    // its buffer, sends {addr, key} in a small message, and the receiver
+    // pulls straight into the matched receive buffer. Backends that cannot
+    // answer UNSUPPORTED and the caller sends the payload as an active
+    // message instead (one more copy, same semantics).
+    virtual Status expose(const void* buf, size_t len, ExposedBuffer& out) {
+        (void)buf, (void)len, (void)out;
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    virtual void unexpose(ExposedBuffer& b) { (void)b; }
+    // Blocking read of [addr, addr+len) that `peer` exposed with `key`.
+    virtual Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
+                        size_t len) {
+        (void)peer, (void)addr, (void)key, (void)key_len, (void)dst, (void)len;
+        return WEFT_ERR_UNSUPPORTED;
+    }
 };
 
 // Constructs B(rt) and runs its init(); `out` is set only on success.

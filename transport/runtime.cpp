@@ -34,7 +34,7 @@ bool Runtime::all_same_host() const {
     return true;
 }
 
-Status Runtime::init() {
+Status Runtime::init(const std::function<Status()>& before_ready) {
     fault::init_from_env();
     timeout_ns_ = timeout_ns_from_env();
     // Let peers of the same user attach to our memory (cross-memory attach,
@@ -64,6 +64,10 @@ Status Runtime::init() {
     for (uint32_t p = 0; p < peers_.size(); ++p)
         if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
     monitor_.start(local, [this](uint32_t p) { declare_failed(p, "process exited"); });
+    if (before_ready) {
+        st = before_ready();
+        if (st != WEFT_OK) return st;
+    }
 
     st = bootstrap_->barrier(op_deadline());
     if (st != WEFT_OK) return WEFT_FAIL(st, "init barrier failed");
@@ -214,6 +218,7 @@ uint32_t Runtime::dispatch_failures() {
         }
         ++n;
         backend_->peer_failed(p);
+        if (failure_listener_) failure_listener_(failure_listener_arg_, p);
         if (failure_handler_) failure_handler_(failure_arg_, p);
     }
     return n;
@@ -228,12 +233,18 @@ Status Runtime::am_register(uint32_t id, weft_am_handler_t h, void* arg) {
     return WEFT_OK;
 }
 
+Status Runtime::am_register_internal(uint32_t id, weft_am_handler_t h, void* arg) {
+    WEFT_ASSERT(id >= am_internal_first && id < am_internal_first + am_internal_count);
+    handlers_[id] = Handler{h, arg};
+    return WEFT_OK;
+}
+
 void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len) {
     if (id == am_departing) {
         if (source_peer < departed_.size()) departed_[source_peer] = 1;
         return;
     }
-    if (id >= WEFT_AM_MAX_HANDLERS || !handlers_[id].fn) {
+    if (id >= am_internal_first + am_internal_count || !handlers_[id].fn) {
         // Never lose a message silently: say who sent what.
         WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no handler", id, len,
                  source_peer);
@@ -246,6 +257,12 @@ uint32_t Runtime::progress() {
     uint32_t n = backend_->progress();
     if (__builtin_expect(failures_declared_.load(std::memory_order_relaxed) != failures_dispatched_, 0))
         n += dispatch_failures();
+    // The hook may send, and a send may progress (a full ring): never nest.
+    if (progress_hook_ && !in_progress_hook_) {
+        in_progress_hook_ = true;
+        n += progress_hook_(progress_hook_arg_);
+        in_progress_hook_ = false;
+    }
     return n;
 }
 

@@ -11,11 +11,16 @@
 #include "transport/peer_monitor.hpp"
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace weft {
+namespace group {
+class Engine;
+}
 
 struct PeerInfo {
     uint32_t job = 0;
@@ -33,7 +38,10 @@ public:
     Runtime& operator=(const Runtime&) = delete;
     ~Runtime();
 
-    Status init();
+    // before_ready runs after the transport is up and before the job-wide
+    // barrier that ends init: layers above register their message handlers
+    // there, so that no peer's first message can arrive before them.
+    Status init(const std::function<Status()>& before_ready = {});
     Status finalize();
 
     uint32_t job() const { return job_; }
@@ -63,8 +71,27 @@ public:
         failure_arg_ = arg;
     }
 
+    // ------------------------------------------- hooks for the layers above
+    // group/ registers these once, right after init. The progress hook runs
+    // at the end of every progress() (never nested inside itself); the
+    // failure listener runs once per failed peer, before the user's handler.
+    using ProgressHook = uint32_t (*)(void* arg);
+    using FailureListener = void (*)(void* arg, uint32_t peer);
+    void set_progress_hook(ProgressHook h, void* arg) { progress_hook_ = h, progress_hook_arg_ = arg; }
+    void set_failure_listener(FailureListener l, void* arg) { failure_listener_ = l, failure_listener_arg_ = arg; }
+
+    // Thread level. With MULTIPLE every C entry point takes api_mutex();
+    // blocking calls release it while they wait (see group/).
+    void set_multi_threaded(bool on) { multi_threaded_ = on; }
+    bool multi_threaded() const { return multi_threaded_; }
+    std::mutex& api_mutex() { return api_mutex_; }
+
     // ----------------------------------------------------- active messages
     Status am_register(uint32_t id, weft_am_handler_t h, void* arg);
+    // Ids for weft's own layers, past the user's range.
+    static constexpr uint32_t am_internal_first = WEFT_AM_MAX_HANDLERS + 1;
+    static constexpr uint32_t am_internal_count = 15;
+    Status am_register_internal(uint32_t id, weft_am_handler_t h, void* arg);
     // Called by backends for every arrived message, in arrival order.
     void deliver_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len);
 
@@ -104,7 +131,14 @@ private:
         weft_am_handler_t fn = nullptr;
         void* arg = nullptr;
     };
-    Handler handlers_[WEFT_AM_MAX_HANDLERS];
+    Handler handlers_[WEFT_AM_MAX_HANDLERS + 1 + am_internal_count];
+    ProgressHook progress_hook_ = nullptr;
+    void* progress_hook_arg_ = nullptr;
+    bool in_progress_hook_ = false;
+    FailureListener failure_listener_ = nullptr;
+    void* failure_listener_arg_ = nullptr;
+    bool multi_threaded_ = false;
+    std::mutex api_mutex_;
     // Internal active messages use ids past the user's range.
     static constexpr uint32_t am_departing = WEFT_AM_MAX_HANDLERS;  // "I finalized"
     std::vector<uint8_t> departed_;  // set by am_departing
@@ -121,4 +155,6 @@ struct weft_context {
     static constexpr uint64_t dead_magic = 0x5745465443444541ull;
     uint64_t magic = live_magic;
     weft::Runtime* rt = nullptr;
+    weft::group::Engine* engine = nullptr;  // communicators (group/)
+    void* group = nullptr;                  // group/'s layer state
 };

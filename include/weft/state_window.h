@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define WEFT_STATE_MAGIC 0x5745465453574e31ull /* "WEFTSWN1" */
-#define WEFT_STATE_LAYOUT_VERSION 1u
+#define WEFT_STATE_LAYOUT_VERSION 2u
 #define WEFT_STATE_LINE 64u
 #define WEFT_STATE_COMM_SLOTS 256u      /* Collective-Clock records */
 #define WEFT_STATE_FAILURE_WORDS 64u    /* bitmap of 4096 ranks */
@@ -50,12 +50,22 @@ enum weft_state_offset {
     WEFT_STATE_FAILURE_NOTICES_OFF = 5 * WEFT_STATE_LINE,
     /* REMOTE-ATOMIC: bitmap of ranks known failed, set by compare-swap. */
     WEFT_STATE_FAILURE_BITMAP_OFF = 6 * WEFT_STATE_LINE,
-    /* Collective-Clock records, one cache line per communicator slot:
-     *   +0 seq     OWNER-STORE   (commit_begin increments it)
-     *   +8 target  REMOTE-ATOMIC (peers raise it with a compare-swap max) */
+    /* Collective-Clock records, one cache line per communicator slot (slot 0
+     * is the world; weft_comm_clock_slot() names a communicator's):
+     *   +0  seq       OWNER-STORE   collectives begun (commit_begin)
+     *   +8  target    REMOTE-ATOMIC (peers raise it with a compare-swap max)
+     *   +16 finished  OWNER-STORE   collectives finished (commit_finish);
+     *                               seq != finished: inside a collective
+     *   +24 sent      OWNER-STORE   point-to-point messages sent on it
+     *   +32 received  OWNER-STORE   point-to-point messages arrived on it
+     *   +40 context   OWNER-STORE   the communicator's context ID + 1 (0: free) */
     WEFT_STATE_CLOCKS_OFF = 6 * WEFT_STATE_LINE + WEFT_STATE_FAILURE_WORDS * 8,
     WEFT_STATE_CLOCK_SEQ = 0,
     WEFT_STATE_CLOCK_TARGET = 8,
+    WEFT_STATE_CLOCK_FINISHED = 16,
+    WEFT_STATE_CLOCK_SENT = 24,
+    WEFT_STATE_CLOCK_RECEIVED = 32,
+    WEFT_STATE_CLOCK_CONTEXT = 40,
     WEFT_STATE_SIZE = 6 * WEFT_STATE_LINE + WEFT_STATE_FAILURE_WORDS * 8 +
                       WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE
 };

@@ -193,7 +193,7 @@ TEST(EnvString, ValueOrFallback) {
 // ----------------------------------------------------------- weft_strerror
 
 TEST(Strerror, EveryStatusHasItsOwnText) {
-    const char* unknown = weft_strerror(static_cast<weft_status_t>(17));
+    const char* unknown = weft_strerror(static_cast<weft_status_t>(WEFT_ERR_LAST_ + 1));
     ASSERT_NE(unknown, nullptr);
     std::set<std::string> seen;
     for (int s = WEFT_OK; s <= WEFT_ERR_LAST_; ++s) {

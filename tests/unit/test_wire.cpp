@@ -248,7 +248,7 @@ TEST(WireRoundTrip, ErrorTextLongerThan1024IsTruncated) {
 TEST(WireRoundTrip, ErrorUnknownStatusBecomesProtocol) {
     // A status the rank does not know is reported as a protocol error rather
     // than passed through as an out-of-range enum value.
-    for (uint32_t st : {17u, 1000u, 0xFFFFFFFFu}) {
+    for (uint32_t st : {uint32_t(WEFT_ERR_LAST_) + 1, 1000u, 0xFFFFFFFFu}) {
         Bytes f;
         wire::encode_error(f, 0, static_cast<weft::Status>(0), "t");
         Bytes p(f.begin() + wire::header_size, f.end());

@@ -227,6 +227,20 @@ public:
         header_->doorbell.fetch_add(1, std::memory_order_seq_cst);
         futex(&header_->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
     }
+    // Any memory of ours is reachable by cross-memory attach: nothing to
+    // register, the address is the key.
+    Status expose(const void* buf, size_t, ExposedBuffer& out) override {
+        out.addr = reinterpret_cast<uint64_t>(buf);
+        out.key.clear();
+        return WEFT_OK;
+    }
+    Status pull(uint32_t peer, uint64_t addr, const uint8_t*, size_t, void* dst, size_t len) override {
+        if (peer == rt_.rank()) {
+            std::memcpy(dst, reinterpret_cast<const void*>(addr), len);
+            return WEFT_OK;
+        }
+        return cma_copy(peers_[peer].pid, dst, addr, len, false);
+    }
 
 private:
     Status push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux, const void* a,

@@ -170,6 +170,10 @@ public:
     void wait_for_event(uint64_t timeout_ns) override;
     void wake() override { ucp_worker_signal(worker_); }
     void peer_failed(uint32_t peer) override { eps_[peer].dead = true; }
+    Status expose(const void* buf, size_t len, ExposedBuffer& out) override;
+    void unexpose(ExposedBuffer& b) override;
+    Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
+                size_t len) override;
 
     // ------------------------------------------------------- datapath
     // Each returns once the operation's local buffers are complete (put:
@@ -603,6 +607,53 @@ Status UcxBackend::flush(weft_window& w, uint32_t rank) {
         else if (result == WEFT_OK) result = st;
     }
     return result;
+}
+
+// ------------------------------------------- zero-copy rendezvous (p2p)
+Status UcxBackend::expose(const void* buf, size_t len, ExposedBuffer& out) {
+    // Registration per message: this is the large-message path, where the
+    // copy it saves costs far more than the registration.
+    ucp_mem_map_params_t mp;
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = const_cast<void*>(buf);
+    mp.length = len;
+    ucp_mem_h memh = nullptr;
+    ucs_status_t s = ucp_mem_map(context_, &mp, &memh);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx expose: ucp_mem_map of %zu bytes: %s", len, ucs_status_string(s));
+    void* packed = nullptr;
+    size_t packed_len = 0;
+    s = ucp_rkey_pack(context_, memh, &packed, &packed_len);
+    if (s != UCS_OK) {
+        ucp_mem_unmap(context_, memh);
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx expose: ucp_rkey_pack: %s", ucs_status_string(s));
+    }
+    const auto* p = static_cast<const uint8_t*>(packed);
+    out.key.assign(p, p + packed_len);
+    ucp_rkey_buffer_release(packed);
+    out.addr = reinterpret_cast<uint64_t>(buf);
+    out.handle = memh;
+    return WEFT_OK;
+}
+
+void UcxBackend::unexpose(ExposedBuffer& b) {
+    if (b.handle) ucp_mem_unmap(context_, static_cast<ucp_mem_h>(b.handle));
+    b.handle = nullptr;
+}
+
+Status UcxBackend::pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
+                        size_t len) {
+    (void)key_len;  // a packed rkey carries its own length
+    Endpoint& e = eps_[peer];
+    if (e.dead) return dead_endpoint(peer, "pull");
+    ucp_rkey_h rkey = nullptr;
+    ucs_status_t s = ucp_ep_rkey_unpack(e.ep, key, &rkey);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx pull from peer %u: bad remote key: %s", peer, ucs_status_string(s));
+    ucp_request_param_t p;
+    p.op_attr_mask = 0;
+    ucs_status_ptr_t req = ucp_get_nbx(e.ep, dst, len, addr, rkey, &p);
+    Status st = req == nullptr ? WEFT_OK : complete(req, peer, "pull");
+    ucp_rkey_destroy(rkey);
+    return st;
 }
 
 // ------------------------------------------------------ active messages

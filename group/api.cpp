@@ -1,0 +1,731 @@
+// api.cpp — the C ABI of comm.h over the Engine.
+//
+// Every entry validates handles and arguments (a clear status and a log
+// line, never a crash), takes the context's lock when it is MULTIPLE, and
+// turns any C++ exception into a status.
+#include "group/engine.hpp"
+#include "group/layer.hpp"
+#include "group/reduce.hpp"
+#include "group/schedule.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+using weft::Status;
+using weft::group::Comm;
+using weft::group::Engine;
+using weft::group::Request;
+
+namespace {
+
+std::vector<std::unique_ptr<weft_comm>>& comm_shells() {
+    // Handles outlive their communicators (stale handles read a dead
+    // magic); never destroyed, so they stay reachable for LSan.
+    static auto* v = new std::vector<std::unique_ptr<weft_comm>>;
+    return *v;
+}
+
+template <typename F>
+Status guarded(F&& f) noexcept {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "out of memory");
+    } catch (const std::exception& e) {
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: %s", e.what());
+    } catch (...) {
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: unknown exception");
+    }
+}
+
+// The context's lock, only when the context is MULTIPLE.
+class ApiLock {
+public:
+    explicit ApiLock(Engine& e) {
+        if (e.rt().multi_threaded()) lock_ = std::unique_lock<std::mutex>(e.rt().api_mutex());
+    }
+
+private:
+    std::unique_lock<std::mutex> lock_;
+};
+
+inline Comm* comm_of(weft_comm_t c) {
+    if (__builtin_expect(!c || c->magic != weft_comm::live_magic || !c->comm, 0)) return nullptr;
+    return c->comm;
+}
+
+#define REQUIRE_COMM(handle, c)                                                                     \
+    Comm* c = comm_of(handle);                                                                      \
+    if (__builtin_expect(!c, 0))                                                                    \
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__); \
+    Engine& eng = *(handle)->engine
+
+#define REQUIRE_PTR(p) \
+    if (__builtin_expect(!(p), 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p)
+
+weft_comm* new_handle(Engine& e, Comm* c) {
+    auto h = std::make_unique<weft_comm>();
+    h->engine = &e;
+    h->comm = c;
+    c->handle = h.get();
+    comm_shells().push_back(std::move(h));
+    return c->handle;
+}
+
+// Bytes of count elements of type, or a status for a bad type / overflow /
+// NULL buffer.
+Status buffer_bytes(const void* buf, size_t count, weft_datatype_t type, size_t& bytes, const char* fn) {
+    const size_t es = weft::group::datatype_size(type);
+    if (es == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown datatype %d", fn, static_cast<int>(type));
+    if (count > SIZE_MAX / es) return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "%s: %zu elements overflow", fn, count);
+    bytes = count * es;
+    if (!buf && bytes) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: buffer is NULL with %zu elements", fn, count);
+    return WEFT_OK;
+}
+
+Status check_dest(const Comm& c, uint32_t dest, int32_t tag, const char* fn) {
+    if (dest >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, dest, c.size);
+    if (tag < 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: tag %d is negative", fn, tag);
+    return WEFT_OK;
+}
+
+Status check_source(const Comm& c, int32_t src, int32_t tag, const char* fn) {
+    if (src != WEFT_ANY_SOURCE && (src < 0 || static_cast<uint32_t>(src) >= c.size))
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: source %d outside a communicator of %u", fn, src, c.size);
+    if (tag != WEFT_ANY_TAG && tag < 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: tag %d is invalid", fn, tag);
+    return WEFT_OK;
+}
+
+Status check_root(const Comm& c, uint32_t root, const char* fn) {
+    if (root >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
+    return WEFT_OK;
+}
+
+inline Request* req_of(weft_request_t r) { return reinterpret_cast<Request*>(r); }
+inline weft_request_t handle_of(Request* r) {
+    r->user = true;
+    return reinterpret_cast<weft_request_t>(r);
+}
+
+void empty_status(weft_msg_status_t* st) {
+    if (st) *st = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, WEFT_OK, 0};
+}
+
+// Waits for r, then releases it. On timeout the operation is abandoned.
+Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
+    Status st = e.wait(*r, e.rt().op_deadline());
+    if (st != WEFT_OK) {
+        st = WEFT_FAIL(st, "operation did not complete within %llu ms",
+                       static_cast<unsigned long long>(e.rt().timeout_ns() / 1000000));
+        if (r->kind == weft::group::ReqKind::coll) {
+            // Its schedule stops; the request goes when its sends have.
+            r->sched->fail(st);
+            r->detached = true;
+            if (status) *status = weft_msg_status_t{-1, -1, 0, st, 0};
+            return st;
+        }
+        e.abandon(*r, st);
+    }
+    return e.finish(*r, status);
+}
+
+Status send_common(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+                   bool sync, weft_request_t* req, const char* fn) {
+    REQUIRE_COMM(comm, c);
+    size_t bytes = 0;
+    Status st = buffer_bytes(buf, count, type, bytes, fn);
+    if (st == WEFT_OK) st = check_dest(*c, dest, tag, fn);
+    if (st != WEFT_OK) return st;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Request* r = nullptr;
+        Status s = eng.isend(*c, 0, buf, bytes, dest, tag, sync, r);
+        if (s != WEFT_OK) return s;
+        if (req) {
+            *req = handle_of(r);
+            return WEFT_OK;
+        }
+        return wait_and_finish(eng, r, nullptr);
+    });
+}
+
+Status recv_common(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+                   weft_request_t* req, weft_msg_status_t* status, const char* fn) {
+    REQUIRE_COMM(comm, c);
+    size_t bytes = 0;
+    Status st = buffer_bytes(buf, count, type, bytes, fn);
+    if (st == WEFT_OK) st = check_source(*c, source, tag, fn);
+    if (st != WEFT_OK) return st;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Request* r = nullptr;
+        Status s = eng.irecv(*c, 0, buf, bytes, source, tag, r);
+        if (s != WEFT_OK) return s;
+        if (req) {
+            *req = handle_of(r);
+            return WEFT_OK;
+        }
+        return wait_and_finish(eng, r, status);
+    });
+}
+
+// Runs a started collective to completion (blocking form) or hands it out.
+Status coll_finish(Engine& eng, Request* r, weft_request_t* req) {
+    if (req) {
+        *req = handle_of(r);
+        return WEFT_OK;
+    }
+    return wait_and_finish(eng, r, nullptr);
+}
+
+Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                    weft_op_t op, bool needs_recv, const char* fn) {
+    size_t bytes = 0;
+    Status st = buffer_bytes(recvbuf ? recvbuf : reinterpret_cast<void*>(1), count, type, bytes, fn);
+    if (st != WEFT_OK) return st;
+    if (!weft::group::reduce_fn(type, op))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: operation %d does not apply to datatype %d", fn, static_cast<int>(op),
+                         static_cast<int>(type));
+    if (bytes && !sendbuf) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: sendbuf is NULL", fn);
+    if (bytes && needs_recv && !recvbuf) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: recvbuf is NULL", fn);
+    (void)c;
+    return WEFT_OK;
+}
+
+Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                        weft_op_t op, weft_request_t* req, const char* fn) {
+    REQUIRE_COMM(comm, c);
+    Status st = check_reduce(*c, sendbuf, recvbuf, count, type, op, true, fn);
+    if (st != WEFT_OK) return st;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        if (!req && eng.flags_usable(*c, count * weft::group::datatype_size(type)))
+            return eng.allreduce_flags(*c, sendbuf, recvbuf, count, type, op);
+        Request* r = nullptr;
+        Status s = eng.reduce_start(*c, sendbuf, recvbuf, count, type, op, 0, true, r);
+        return s != WEFT_OK ? s : coll_finish(eng, r, req);
+    });
+}
+
+Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
+                        weft_request_t* req, const char* fn) {
+    REQUIRE_COMM(comm, c);
+    size_t bytes = 0;
+    Status st = buffer_bytes(recvbuf, count, type, bytes, fn);
+    if (st != WEFT_OK) return st;
+    if (bytes && !sendbuf) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: sendbuf is NULL", fn);
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Request* r = nullptr;
+        Status s = eng.allgather_start(*c, sendbuf, bytes, recvbuf, r);
+        return s != WEFT_OK ? s : coll_finish(eng, r, req);
+    });
+}
+
+Status bcast_common(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root, weft_request_t* req,
+                    const char* fn) {
+    REQUIRE_COMM(comm, c);
+    size_t bytes = 0;
+    Status st = buffer_bytes(buf, count, type, bytes, fn);
+    if (st == WEFT_OK) st = check_root(*c, root, fn);
+    if (st != WEFT_OK) return st;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Request* r = nullptr;
+        Status s = eng.bcast_start(*c, buf, bytes, root, r);
+        return s != WEFT_OK ? s : coll_finish(eng, r, req);
+    });
+}
+
+Status barrier_common(weft_comm_t comm, weft_request_t* req) {
+    REQUIRE_COMM(comm, c);
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        if (!req && eng.flags_usable(*c, 0)) return eng.barrier_flags(*c);
+        Request* r = nullptr;
+        Status s = eng.barrier_start(*c, r);
+        return s != WEFT_OK ? s : coll_finish(eng, r, req);
+    });
+}
+
+// The engine of the first live request in reqs (all must share a context).
+Engine* engine_of(size_t n, weft_request_t* reqs) {
+    for (size_t i = 0; i < n; ++i) {
+        Request* r = req_of(reqs[i]);
+        if (r && r->magic == Request::live_magic && r->comm && r->comm->handle) return r->comm->handle->engine;
+    }
+    return nullptr;
+}
+
+Status check_requests(size_t n, weft_request_t* reqs, const char* fn) {
+    if (n && !reqs) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: reqs is NULL", fn);
+    for (size_t i = 0; i < n; ++i) {
+        Request* r = req_of(reqs[i]);
+        if (r && (r->magic != Request::live_magic || !r->user))
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: request %zu is not a live request", fn, i);
+    }
+    return WEFT_OK;
+}
+
+}  // namespace
+
+// ------------------------------------------------------- layer attach
+namespace weft::group {
+
+namespace {
+struct Layer {
+    std::unique_ptr<Engine> engine;
+    std::thread progress_thread;
+    std::atomic<bool> stop{false};
+};
+
+void progress_loop(Layer* l) {
+    Runtime& rt = l->engine->rt();
+    uint32_t idle = 0;
+    while (!l->stop.load(std::memory_order_acquire)) {
+        uint32_t n;
+        {
+            std::lock_guard<std::mutex> g(rt.api_mutex());
+            n = l->engine->poll();
+        }
+        // Busy while there is traffic; idle, back off to 1 ms so a
+        // progress thread does not steal an oversubscribed rank's core.
+        idle = n ? 0 : std::min<uint32_t>(idle + 1, 1000);
+        if (idle > 16) std::this_thread::sleep_for(std::chrono::microseconds(idle));
+        else std::this_thread::yield();
+    }
+}
+}  // namespace
+
+Status attach(weft_context* ctx, bool multi_threaded) {
+    auto layer = std::make_unique<Layer>();
+    layer->engine = std::make_unique<Engine>(*ctx->rt);
+    Status st = layer->engine->init();
+    if (st != WEFT_OK) return st;
+    const bool thread = env_u64("WEFT_PROGRESS_THREAD", 0) != 0;
+    ctx->rt->set_multi_threaded(multi_threaded || thread);
+    ctx->engine = layer->engine.get();
+    ctx->group = layer.release();
+    return WEFT_OK;
+}
+
+void start(weft_context* ctx) {
+    auto* layer = static_cast<Layer*>(ctx->group);
+    if (env_u64("WEFT_PROGRESS_THREAD", 0) != 0) layer->progress_thread = std::thread(progress_loop, layer);
+}
+
+void detach(weft_context* ctx) {
+    auto* layer = static_cast<Layer*>(ctx->group);
+    if (!layer) return;
+    if (layer->progress_thread.joinable()) {
+        layer->stop.store(true, std::memory_order_release);
+        layer->progress_thread.join();
+    }
+    layer->engine->shutdown();
+}
+
+void destroy(weft_context* ctx) {
+    delete static_cast<Layer*>(ctx->group);
+    ctx->group = nullptr;
+    ctx->engine = nullptr;
+}
+
+}  // namespace weft::group
+
+extern "C" {
+
+weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
+    REQUIRE_PTR(bytes);
+    const size_t n = weft::group::datatype_size(type);
+    if (!n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", static_cast<int>(type));
+    *bytes = n;
+    return WEFT_OK;
+}
+
+weft_status_t weft_msg_status_count(const weft_msg_status_t* status, weft_datatype_t type, size_t* count) {
+    REQUIRE_PTR(status);
+    REQUIRE_PTR(count);
+    const size_t n = weft::group::datatype_size(type);
+    if (!n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", static_cast<int>(type));
+    if (status->bytes % n)
+        return WEFT_FAIL(WEFT_ERR_TRUNCATE, "weft_msg_status_count: %zu bytes are not a whole number of %zu-byte elements",
+                         status->bytes, n);
+    *count = status->bytes / n;
+    return WEFT_OK;
+}
+
+// ------------------------------------------------------ communicators
+weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world) {
+    REQUIRE_PTR(world);
+    if (!ctx || ctx->magic != weft_context::live_magic || !ctx->engine)
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "weft_comm_world: context is null or finalized");
+    Engine& eng = *ctx->engine;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Comm& w = eng.world();
+        *world = w.handle ? w.handle : new_handle(eng, &w);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(rank);
+    (void)eng;
+    *rank = c->rank;
+    return WEFT_OK;
+}
+
+weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(size);
+    (void)eng;
+    *size = c->size;
+    return WEFT_OK;
+}
+
+weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(id);
+    (void)eng;
+    *id = c->id;
+    return WEFT_OK;
+}
+
+weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(job_rank);
+    (void)eng;
+    if (rank >= c->size)
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_job_rank: rank %u outside a communicator of %u", rank, c->size);
+    *job_rank = c->members[rank];
+    return WEFT_OK;
+}
+
+weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(slot);
+    (void)eng;
+    if (c->slot == weft::group::no_slot) return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_comm_clock_slot: no slot");
+    *slot = c->slot;
+    return WEFT_OK;
+}
+
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(out);
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Comm* n = nullptr;
+        Status st = eng.dup(*c, n);
+        if (st != WEFT_OK) return st;
+        *out = new_handle(eng, n);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(out);
+    if (color < 0 && color != WEFT_UNDEFINED)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_split: colour %d is negative (and not WEFT_UNDEFINED)", color);
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Comm* n = nullptr;
+        Status st = eng.split(*c, color, key, n);
+        if (st != WEFT_OK) return st;
+        *out = n ? new_handle(eng, n) : nullptr;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
+                                          weft_comm_t* out) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(out);
+    REQUIRE_PTR(ranks);
+    if (n == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: no ranks");
+    if (tag < 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: tag %d is negative", tag);
+    std::vector<uint8_t> seen(c->size, 0);
+    bool me = false;
+    for (uint32_t i = 0; i < n; ++i) {
+        if (ranks[i] >= c->size)
+            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_create_from_ranks: rank %u outside a communicator of %u",
+                             ranks[i], c->size);
+        if (seen[ranks[i]]++) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: rank %u listed twice", ranks[i]);
+        me |= ranks[i] == c->rank;
+    }
+    if (!me) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: the caller (rank %u) is not listed", c->rank);
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Comm* nc = nullptr;
+        Status st = eng.create_from_ranks(*c, ranks, n, tag, nc);
+        if (st != WEFT_OK) return st;
+        *out = new_handle(eng, nc);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_free(weft_comm_t* comm) {
+    REQUIRE_PTR(comm);
+    REQUIRE_COMM(*comm, c);
+    if (c->world) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_free: the world communicator belongs to the context");
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        weft_comm* h = *comm;
+        h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
+        *comm = nullptr;
+        return eng.free_comm(*c);
+    });
+}
+
+// ------------------------------------------------------ point-to-point
+weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+    return send_common(comm, buf, count, type, dest, tag, false, nullptr, __func__);
+}
+weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+    return send_common(comm, buf, count, type, dest, tag, true, nullptr, __func__);
+}
+weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+                         weft_request_t* req) {
+    REQUIRE_PTR(req);
+    return send_common(comm, buf, count, type, dest, tag, false, req, __func__);
+}
+weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+                          weft_request_t* req) {
+    REQUIRE_PTR(req);
+    return send_common(comm, buf, count, type, dest, tag, true, req, __func__);
+}
+weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+                        weft_msg_status_t* status) {
+    return recv_common(comm, buf, count, type, source, tag, nullptr, status, __func__);
+}
+weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+                         weft_request_t* req) {
+    REQUIRE_PTR(req);
+    return recv_common(comm, buf, count, type, source, tag, req, nullptr, __func__);
+}
+
+weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
+    REQUIRE_COMM(comm, c);
+    REQUIRE_PTR(flag);
+    Status st = check_source(*c, source, tag, __func__);
+    if (st != WEFT_OK) return st;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        eng.poll();
+        weft_msg_status_t s{};
+        *flag = eng.iprobe(*c, source, tag, s) ? 1 : 0;
+        if (*flag && status) *status = s;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
+    REQUIRE_COMM(comm, c);
+    Status st = check_source(*c, source, tag, __func__);
+    if (st != WEFT_OK) return st;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        const weft::Deadline d = eng.rt().op_deadline();
+        weft::Backoff backoff;
+        weft_msg_status_t s{};
+        while (!eng.iprobe(*c, source, tag, s)) {
+            if (source >= 0 && eng.rt().peer_failed(c->members[source]))
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_probe: source %d has failed", source);
+            if (eng.poll() > 0) continue;
+            if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_probe: no matching message in time");
+            eng.pause(backoff);
+            c = comm_of(comm);  // another thread may have freed it meanwhile
+            if (!c) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "weft_probe: communicator freed while probing");
+        }
+        if (status) *status = s;
+        return WEFT_OK;
+    });
+}
+
+// ------------------------------------------------------------ requests
+weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_t* status) {
+    REQUIRE_PTR(req);
+    REQUIRE_PTR(flag);
+    Status st = check_requests(1, req, __func__);
+    if (st != WEFT_OK) return st;
+    Request* r = req_of(*req);
+    if (!r) {
+        *flag = 1;
+        empty_status(status);
+        return WEFT_OK;
+    }
+    Engine& eng = *r->comm->handle->engine;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        if (!r->done) eng.poll();
+        *flag = r->done ? 1 : 0;
+        if (!r->done) return WEFT_OK;
+        *req = nullptr;
+        return eng.finish(*r, status);
+    });
+}
+
+weft_status_t weft_request_wait(weft_request_t* req, weft_msg_status_t* status) {
+    REQUIRE_PTR(req);
+    Status st = check_requests(1, req, __func__);
+    if (st != WEFT_OK) return st;
+    Request* r = req_of(*req);
+    if (!r) {
+        empty_status(status);
+        return WEFT_OK;
+    }
+    Engine& eng = *r->comm->handle->engine;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Status s = eng.wait(*r, eng.rt().op_deadline());
+        if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
+        *req = nullptr;
+        return eng.finish(*r, status);
+    });
+}
+
+weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_status_t* statuses) {
+    Status st = check_requests(n, reqs, __func__);
+    if (st != WEFT_OK) return st;
+    Engine* eng = engine_of(n, reqs);
+    if (!eng) {
+        for (size_t i = 0; statuses && i < n; ++i) empty_status(&statuses[i]);
+        return WEFT_OK;
+    }
+    ApiLock lock(*eng);
+    return guarded([&]() -> Status {
+        const weft::Deadline d = eng->rt().op_deadline();
+        Status first = WEFT_OK;
+        for (size_t i = 0; i < n; ++i) {
+            Request* r = req_of(reqs[i]);
+            if (!r) {
+                if (statuses) empty_status(&statuses[i]);
+                continue;
+            }
+            Status s = eng->wait(*r, d);
+            if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_waitall: request %zu not complete within the deadline", i);
+            reqs[i] = nullptr;
+            s = eng->finish(*r, statuses ? &statuses[i] : nullptr);
+            if (s != WEFT_OK && first == WEFT_OK) first = s;
+        }
+        return first;
+    });
+}
+
+weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index, int* flag, weft_msg_status_t* status) {
+    REQUIRE_PTR(index);
+    REQUIRE_PTR(flag);
+    Status st = check_requests(n, reqs, __func__);
+    if (st != WEFT_OK) return st;
+    Engine* eng = engine_of(n, reqs);
+    *index = SIZE_MAX;
+    if (!eng) {
+        *flag = 1;
+        empty_status(status);
+        return WEFT_OK;
+    }
+    ApiLock lock(*eng);
+    return guarded([&]() -> Status {
+        eng->poll();
+        *flag = 0;
+        for (size_t i = 0; i < n; ++i) {
+            Request* r = req_of(reqs[i]);
+            if (!r || !r->done) continue;
+            *flag = 1;
+            *index = i;
+            reqs[i] = nullptr;
+            return eng->finish(*r, status);
+        }
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index, weft_msg_status_t* status) {
+    REQUIRE_PTR(index);
+    Status st = check_requests(n, reqs, __func__);
+    if (st != WEFT_OK) return st;
+    Engine* eng = engine_of(n, reqs);
+    *index = SIZE_MAX;
+    if (!eng) {
+        empty_status(status);
+        return WEFT_OK;
+    }
+    ApiLock lock(*eng);
+    return guarded([&]() -> Status {
+        const weft::Deadline d = eng->rt().op_deadline();
+        weft::Backoff backoff;
+        for (;;) {
+            for (size_t i = 0; i < n; ++i) {
+                Request* r = req_of(reqs[i]);
+                if (!r || !r->done) continue;
+                *index = i;
+                reqs[i] = nullptr;
+                return eng->finish(*r, status);
+            }
+            if (eng->poll() > 0) continue;
+            if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_request_waitany: nothing completed within the deadline");
+            eng->pause(backoff);
+        }
+    });
+}
+
+weft_status_t weft_request_cancel(weft_request_t req) {
+    Request* r = req_of(req);
+    if (!r || r->magic != Request::live_magic || !r->user)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_request_cancel: not a live request");
+    Engine& eng = *r->comm->handle->engine;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status { return eng.cancel(*r); });
+}
+
+// --------------------------------------------------------- collectives
+weft_status_t weft_barrier(weft_comm_t comm) { return barrier_common(comm, nullptr); }
+weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
+    REQUIRE_PTR(req);
+    return barrier_common(comm, req);
+}
+weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
+    return bcast_common(comm, buf, count, type, root, nullptr, __func__);
+}
+weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
+                          weft_request_t* req) {
+    REQUIRE_PTR(req);
+    return bcast_common(comm, buf, count, type, root, req, __func__);
+}
+weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                          weft_op_t op, uint32_t root) {
+    REQUIRE_COMM(comm, c);
+    Status st = check_root(*c, root, __func__);
+    if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, type, op, c->rank == root, __func__);
+    if (st == WEFT_OK && sendbuf == WEFT_IN_PLACE && c->rank != root)
+        st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_reduce: WEFT_IN_PLACE is for the root only");
+    if (st != WEFT_OK) return st;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status {
+        Request* r = nullptr;
+        Status s = eng.reduce_start(*c, sendbuf, recvbuf, count, type, op, root, false, r);
+        return s != WEFT_OK ? s : coll_finish(eng, r, nullptr);
+    });
+}
+weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                             weft_op_t op) {
+    return allreduce_common(comm, sendbuf, recvbuf, count, type, op, nullptr, __func__);
+}
+weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                              weft_op_t op, weft_request_t* req) {
+    REQUIRE_PTR(req);
+    return allreduce_common(comm, sendbuf, recvbuf, count, type, op, req, __func__);
+}
+weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
+    return allgather_common(comm, sendbuf, count, type, recvbuf, nullptr, __func__);
+}
+weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
+                              weft_request_t* req) {
+    REQUIRE_PTR(req);
+    return allgather_common(comm, sendbuf, count, type, recvbuf, req, __func__);
+}
+
+}  // extern "C"

@@ -1,0 +1,300 @@
+// coll.cpp — collectives as schedules over the collective context.
+//
+// Algorithms (P ranks, r = this rank):
+//   barrier    dissemination: ceil(log2 P) rounds of one zero-byte exchange;
+//   bcast      binomial tree from the root;
+//   reduce     binomial tree to the root (children posted at once, combined
+//              in a fixed order, so every run gives the same bits);
+//   allreduce  recursive doubling (non-powers of two fold the extra ranks in
+//              first) up to 64 KiB or when count < P; above, a ring:
+//              reduce-scatter then allgather, 2(P-1) steps of 1/P each;
+//   allgather  recursive doubling for powers of two, else a ring.
+// Every rank reaches identical results: partners combine the same two
+// values, and the ring's blocks are reduced once and then copied.
+#include "group/schedule.hpp"
+
+#include <cstring>
+
+namespace weft::group {
+
+namespace {
+constexpr size_t ring_allreduce_min_bytes = 64 * 1024;
+
+inline uint32_t mod(int64_t a, uint32_t p) { return static_cast<uint32_t>(((a % p) + p) % p); }
+}  // namespace
+
+// ---------------------------------------------------------- execution
+bool Schedule::advance() {
+    while (pc < steps.size()) {
+        const Step& s = steps[pc];
+        switch (s.op) {
+            case Step::send: {
+                Request* r = nullptr;
+                engine->isend(*comm, coll_bit, s.src, s.bytes, s.peer, tag, false, r);
+                inflight.push_back(r);
+                break;
+            }
+            case Step::recv: {
+                Request* r = nullptr;
+                engine->irecv(*comm, coll_bit, s.dst, s.bytes, static_cast<int32_t>(s.peer), tag, r);
+                inflight.push_back(r);
+                break;
+            }
+            case Step::fence: {
+                for (Request* r : inflight)
+                    if (!r->done) return false;
+                for (Request* r : inflight) {
+                    Status st = engine->finish(*r, nullptr);
+                    if (st != WEFT_OK && error == WEFT_OK) error = st;
+                }
+                inflight.clear();
+                if (error != WEFT_OK) {
+                    pc = steps.size();
+                    return true;
+                }
+                break;
+            }
+            case Step::reduce:
+                reduce(s.dst, s.src, s.bytes / elem_size);
+                break;
+            case Step::copy:
+                if (s.dst != s.src) std::memmove(s.dst, s.src, s.bytes);
+                break;
+        }
+        ++pc;
+    }
+    return true;
+}
+
+void Schedule::fail(Status st) {
+    if (error == WEFT_OK) error = st;
+    // Receives are cancelled; sends already handed to the transport finish
+    // on their own (or fail with their peer) and are then released.
+    for (Request* r : inflight) {
+        if (!engine->live(r)) continue;
+        if (r->kind == ReqKind::recv && !r->done) engine->cancel(*r);
+    }
+    pc = steps.size();
+}
+
+uint32_t Engine::advance_schedules() {
+    uint32_t n = 0;
+    for (size_t i = 0; i < active_colls_.size();) {
+        Request* r = active_colls_[i];
+        Schedule& s = *r->sched;
+        bool finished = s.advance();
+        if (finished) {
+            // In-flight sends of a failed schedule: wait for nothing, but
+            // keep their requests until they complete (buffers in use).
+            bool sends_pending = false;
+            for (Request* q : s.inflight)
+                if (live(q) && !q->done) sends_pending = true;
+            if (sends_pending && s.error != WEFT_OK) {
+                ++i;  // try again next time
+                continue;
+            }
+            for (Request* q : s.inflight)
+                if (live(q)) finish(*q, nullptr);
+            s.inflight.clear();
+            active_colls_[i] = active_colls_.back();
+            active_colls_.pop_back();
+            commit_finish(*r->comm);
+            complete(*r, s.error);
+            if (r->detached) finish(*r, nullptr);
+            ++n;
+            continue;
+        }
+        ++i;
+    }
+    return n;
+}
+
+// ---------------------------------------------------------- building
+namespace {
+
+// Starts a schedule: it owns its request; the first advance runs now.
+Status start(Engine& e, Comm& c, std::unique_ptr<Schedule> s, Request* r, std::vector<Request*>& active) {
+    // A member already known failed: fail now instead of waiting on it.
+    for (uint32_t m : c.members)
+        if (e.rt().peer_failed(m)) {
+            WEFT_LOG(info, "collective on communicator %llx: job rank %u has failed",
+                     static_cast<unsigned long long>(c.id), m);
+            s->fail(WEFT_ERR_PEER_FAILED);
+            break;
+        }
+    r->sched = std::move(s);
+    active.push_back(r);
+    e.poll();  // advances it (and everything else)
+    return WEFT_OK;
+}
+
+}  // namespace
+
+Status Engine::barrier_start(Comm& c, Request*& out) {
+    Request* r = new_request(ReqKind::coll, &c);
+    auto s = std::make_unique<Schedule>();
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    commit_begin(c);
+    const uint32_t p = c.size, me = c.rank;
+    for (uint32_t k = 1; k < p; k <<= 1) {
+        s->add_send(mod(int64_t(me) + k, p), nullptr, 0);
+        s->add_recv(mod(int64_t(me) - k, p), nullptr, 0);
+        s->add_fence();
+    }
+    out = r;
+    return start(*this, c, std::move(s), r, active_colls_);
+}
+
+Status Engine::bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Request*& out) {
+    Request* r = new_request(ReqKind::coll, &c);
+    auto s = std::make_unique<Schedule>();
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    commit_begin(c);
+    const uint32_t p = c.size, v = mod(int64_t(c.rank) - root, p);
+    uint32_t mask = 1;
+    while (mask < p) {
+        if (v & mask) {
+            s->add_recv(mod(int64_t(v) - mask + root, p), buf, bytes);
+            s->add_fence();
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1)
+        if (v + mask < p) s->add_send(mod(int64_t(v) + mask + root, p), buf, bytes);
+    s->add_fence();
+    out = r;
+    return start(*this, c, std::move(s), r, active_colls_);
+}
+
+Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                            weft_op_t op, uint32_t root, bool all, Request*& out) {
+    Request* r = new_request(ReqKind::coll, &c);
+    auto s = std::make_unique<Schedule>();
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    s->reduce = reduce_fn(type, op);
+    s->elem_size = datatype_size(type);
+    commit_begin(c);
+    const uint32_t p = c.size, me = c.rank;
+    const size_t bytes = count * s->elem_size;
+    const bool in_place = sendbuf == WEFT_IN_PLACE;
+    out = r;
+
+    if (!all) {
+        // Binomial tree to the root; the root accumulates in recvbuf, the
+        // others in scratch.
+        const uint32_t v = mod(int64_t(me) - root, p);
+        uint32_t children = 0;
+        for (uint32_t mask = 1; mask < p && !(v & mask); mask <<= 1)
+            if ((v | mask) < p) ++children;
+        s->scratch.resize(bytes * (children + (me == root ? 0 : 1)));
+        uint8_t* acc = me == root ? static_cast<uint8_t*>(recvbuf) : s->scratch.data() + bytes * children;
+        if (!(in_place && me == root)) s->add_copy(acc, sendbuf, bytes);
+        uint32_t child = 0, mask = 1;
+        for (; mask < p && !(v & mask); mask <<= 1)
+            if ((v | mask) < p) s->add_recv(mod(int64_t(v | mask) + root, p), s->scratch.data() + bytes * child++, bytes);
+        s->add_fence();
+        for (uint32_t i = 0; i < children; ++i) s->add_reduce(acc, s->scratch.data() + bytes * i, bytes);
+        if (me != root) {
+            s->add_send(mod(int64_t(v & ~mask) + root, p), acc, bytes);
+            s->add_fence();
+        }
+        return start(*this, c, std::move(s), r, active_colls_);
+    }
+
+    uint8_t* acc = static_cast<uint8_t*>(recvbuf);
+    if (!in_place) s->add_copy(acc, sendbuf, bytes);
+    if (bytes >= ring_allreduce_min_bytes && count >= p) {
+        // Ring: block b holds elements [b*q + min(b, rem) ...) of count.
+        const size_t q = count / p, rem = count % p, es = s->elem_size;
+        auto block_off = [&](uint32_t b) { return (b * q + std::min<size_t>(b, rem)) * es; };
+        auto block_len = [&](uint32_t b) { return (q + (b < rem ? 1 : 0)) * es; };
+        s->scratch.resize(block_len(0));
+        const uint32_t right = mod(int64_t(me) + 1, p), left = mod(int64_t(me) - 1, p);
+        for (uint32_t i = 0; i + 1 < p; ++i) {  // reduce-scatter
+            const uint32_t sb = mod(int64_t(me) - i, p), rb = mod(int64_t(me) - i - 1, p);
+            s->add_send(right, acc + block_off(sb), block_len(sb));
+            s->add_recv(left, s->scratch.data(), block_len(rb));
+            s->add_fence();
+            s->add_reduce(acc + block_off(rb), s->scratch.data(), block_len(rb));
+        }
+        for (uint32_t i = 0; i + 1 < p; ++i) {  // allgather of the reduced blocks
+            const uint32_t sb = mod(int64_t(me) + 1 - i, p), rb = mod(int64_t(me) - i, p);
+            s->add_send(right, acc + block_off(sb), block_len(sb));
+            s->add_recv(left, acc + block_off(rb), block_len(rb));
+            s->add_fence();
+        }
+        return start(*this, c, std::move(s), r, active_colls_);
+    }
+
+    // Recursive doubling over the largest power of two p2 <= p; the first
+    // 2*(p-p2) ranks pair up first (odd ones hand their data to the even).
+    uint32_t p2 = 1;
+    while (p2 * 2 <= p) p2 *= 2;
+    const uint32_t extra = p - p2;
+    s->scratch.resize(bytes);
+    int64_t vrank;
+    if (me < 2 * extra) {
+        if (me % 2) {
+            s->add_send(me - 1, acc, bytes);
+            s->add_fence();
+            vrank = -1;
+        } else {
+            s->add_recv(me + 1, s->scratch.data(), bytes);
+            s->add_fence();
+            s->add_reduce(acc, s->scratch.data(), bytes);
+            vrank = me / 2;
+        }
+    } else {
+        vrank = me - extra;
+    }
+    if (vrank >= 0) {
+        for (uint32_t mask = 1; mask < p2; mask <<= 1) {
+            const uint32_t vp = static_cast<uint32_t>(vrank) ^ mask;
+            const uint32_t partner = vp < extra ? vp * 2 : vp + extra;
+            s->add_send(partner, acc, bytes);
+            s->add_recv(partner, s->scratch.data(), bytes);
+            s->add_fence();
+            s->add_reduce(acc, s->scratch.data(), bytes);
+        }
+    }
+    if (me < 2 * extra) {
+        if (me % 2) s->add_recv(me - 1, acc, bytes);
+        else s->add_send(me + 1, acc, bytes);
+        s->add_fence();
+    }
+    return start(*this, c, std::move(s), r, active_colls_);
+}
+
+Status Engine::allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out) {
+    Request* r = new_request(ReqKind::coll, &c);
+    auto s = std::make_unique<Schedule>();
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    commit_begin(c);
+    const uint32_t p = c.size, me = c.rank;
+    auto* out_buf = static_cast<uint8_t*>(recvbuf);
+    if (sendbuf != WEFT_IN_PLACE) s->add_copy(out_buf + me * bytes, sendbuf, bytes);
+    if ((p & (p - 1)) == 0) {
+        // Recursive doubling: at step mask each rank holds the blocks of its
+        // aligned group of `mask` ranks and swaps them with its partner's.
+        for (uint32_t mask = 1; mask < p; mask <<= 1) {
+            const uint32_t partner = me ^ mask;
+            const uint32_t mine = me & ~(mask - 1), theirs = partner & ~(mask - 1);
+            s->add_send(partner, out_buf + mine * bytes, mask * bytes);
+            s->add_recv(partner, out_buf + theirs * bytes, mask * bytes);
+            s->add_fence();
+        }
+    } else {
+        const uint32_t right = mod(int64_t(me) + 1, p), left = mod(int64_t(me) - 1, p);
+        for (uint32_t i = 0; i + 1 < p; ++i) {
+            const uint32_t sb = mod(int64_t(me) - i, p), rb = mod(int64_t(me) - i - 1, p);
+            s->add_send(right, out_buf + sb * bytes, bytes);
+            s->add_recv(left, out_buf + rb * bytes, bytes);
+            s->add_fence();
+        }
+    }
+    out = r;
+    return start(*this, c, std::move(s), r, active_colls_);
+}
+
+}  // namespace weft::group

@@ -1,0 +1,181 @@
+// comm.cpp — creating and freeing communicators.
+//
+// Context IDs are unique in the job without any shared counter: an ID is
+// (job rank of the new communicator's leader) << 32 | a number that leader
+// reserved for this creation. Every creation reserves a number on every
+// participant, so two creations never share one even when threads of one
+// rank create communicators concurrently. The world is 0.
+//
+// Clock slots are chosen locally (the lowest free slot of the pinned state
+// window) and exchanged while the communicator is built, so a drain knows
+// where each member keeps this communicator's clock.
+#include "group/engine.hpp"
+
+#include <weft/state_window.h>
+
+#include <algorithm>
+#include <atomic>
+
+namespace weft::group {
+
+bool Engine::take_slot(uint32_t& slot) {
+    for (uint32_t s = 0; s < slot_used_.size(); ++s)
+        if (!slot_used_[s]) {
+            slot_used_[s] = 1;
+            slot = s;
+            return true;
+        }
+    return false;
+}
+
+void Engine::give_back_slot(uint32_t slot) {
+    if (slot < slot_used_.size()) slot_used_[slot] = 0;
+}
+
+Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, uint32_t my_slot,
+                         Comm*& out) {
+    auto c = std::make_unique<Comm>();
+    c->id = id;
+    c->size = static_cast<uint32_t>(members.size());
+    c->members = std::move(members);
+    c->slots = std::move(slots);
+    c->slot = my_slot;
+    c->rank = static_cast<uint32_t>(c->rank_of_job(rt_.rank()));
+    if (my_slot != no_slot)
+        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(my_slot, WEFT_STATE_CLOCK_CONTEXT)))
+            .store(id + 1, std::memory_order_release);
+    register_comm(c.get());
+    out = c.get();
+    comms_.push_back(std::move(c));
+    WEFT_LOG(debug, "communicator %llx: %u ranks, I am %u, clock slot %u", static_cast<unsigned long long>(id), out->size,
+             out->rank, my_slot);
+    return WEFT_OK;
+}
+
+Status Engine::run_blocking(Request* r) {
+    Status st = wait(*r, rt_.op_deadline());
+    if (st != WEFT_OK) {
+        // Leave it running; it is released when it finishes.
+        r->detached = true;
+        return WEFT_FAIL(st, "communicator creation: a collective step did not finish in time");
+    }
+    return finish(*r, nullptr);
+}
+
+Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
+    out = nullptr;
+    const bool joining = color != WEFT_UNDEFINED;
+    uint32_t slot = no_slot;
+    if (joining && !take_slot(slot)) slot = no_slot;  // still take part, so nobody hangs
+    const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), slot == no_slot ? int64_t(-1) : int64_t(slot)};
+    std::vector<int64_t> all(4 * size_t(parent.size));
+    Request* r = nullptr;
+    Status st = allgather_start(parent, mine, sizeof mine, all.data(), r);
+    if (st == WEFT_OK) st = run_blocking(r);
+    if (st != WEFT_OK || !joining) {
+        if (slot != no_slot) give_back_slot(slot);
+        return st;
+    }
+    std::vector<uint32_t> order;  // parent ranks of my colour, by (key, rank)
+    for (uint32_t i = 0; i < parent.size; ++i)
+        if (all[4 * i] == color) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return all[4 * a + 1] < all[4 * b + 1]; });
+    std::vector<uint32_t> members, slots;
+    for (uint32_t i : order) {
+        if (all[4 * i + 3] < 0) {
+            if (slot != no_slot) give_back_slot(slot);
+            return WEFT_FAIL(WEFT_ERR_BUSY, "split: rank %u has no free clock slot (%u communicators live)", i,
+                             WEFT_STATE_COMM_SLOTS);
+        }
+        members.push_back(parent.members[i]);
+        slots.push_back(static_cast<uint32_t>(all[4 * i + 3]));
+    }
+    const uint32_t leader = order.front();
+    const uint64_t id = (uint64_t(parent.members[leader]) << 32) | (uint64_t(all[4 * leader + 2]) & 0xffffffffull);
+    return make_comm(id, std::move(members), std::move(slots), slot, out);
+}
+
+Status Engine::dup(Comm& parent, Comm*& out) { return split(parent, 0, static_cast<int32_t>(parent.rank), out); }
+
+Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out) {
+    out = nullptr;
+    // The leader names the ID; the others learn it on the parent's
+    // creation context, under the caller's tag.
+    uint64_t id = 0;
+    if (ranks[0] == parent.rank) {
+        id = (uint64_t(rt_.rank()) << 32) | (next_context_counter() & 0xffffffffull);
+        std::vector<Request*> sends;
+        for (uint32_t i = 1; i < n; ++i) {
+            Request* s = nullptr;
+            isend(parent, create_bit, &id, sizeof id, ranks[i], tag, false, s);
+            sends.push_back(s);
+        }
+        Status first = WEFT_OK;
+        for (Request* s : sends) {
+            Status st = run_blocking(s);
+            if (st != WEFT_OK && first == WEFT_OK) first = st;
+        }
+        if (first != WEFT_OK) return first;
+    } else {
+        Request* rq = nullptr;
+        irecv(parent, create_bit, &id, sizeof id, static_cast<int32_t>(ranks[0]), tag, rq);
+        Status st = run_blocking(rq);
+        if (st != WEFT_OK) return WEFT_FAIL(st, "create_from_ranks: no context ID from the leader (rank %u)", ranks[0]);
+    }
+    uint32_t slot = no_slot;
+    if (!take_slot(slot)) slot = no_slot;
+    std::vector<uint32_t> members(n), slots(n, 0);
+    for (uint32_t i = 0; i < n; ++i) members[i] = parent.members[ranks[i]];
+    Comm* c = nullptr;
+    make_comm(id, std::move(members), std::move(slots), slot, c);
+    // Every member learns every member's slot (a collective on the new
+    // communicator: its first, on every member).
+    const uint64_t my = slot == no_slot ? UINT64_MAX : slot;
+    std::vector<uint64_t> all(n);
+    Request* r = nullptr;
+    Status st = allgather_start(*c, &my, sizeof my, all.data(), r);
+    if (st == WEFT_OK) st = run_blocking(r);
+    bool full = false;
+    for (uint32_t i = 0; i < n; ++i) {
+        if (all[i] == UINT64_MAX) full = true;
+        else c->slots[i] = static_cast<uint32_t>(all[i]);
+    }
+    if (st == WEFT_OK && full) st = WEFT_FAIL(WEFT_ERR_BUSY, "create_from_ranks: a member has no free clock slot");
+    if (st != WEFT_OK) {
+        c->freeing = true;
+        maybe_release_comm(c);
+        return st;
+    }
+    out = c;
+    return WEFT_OK;
+}
+
+Status Engine::free_comm(Comm& c) {
+    // MANA's rule: the real free waits for a barrier on the communicator,
+    // so no peer can still be sending on it. The caller's handle is dead
+    // now; the communicator goes when the barrier (and every request on
+    // it) has finished.
+    c.freeing = true;
+    Request* r = nullptr;
+    Status st = barrier_start(c, r);
+    if (st != WEFT_OK) return st;
+    r->detached = true;
+    if (r->done) finish(*r, nullptr);
+    return WEFT_OK;
+}
+
+void Engine::maybe_release_comm(Comm* c) {
+    if (!c->freeing || c->refs != 0 || c->world) return;
+    unregister_comm(c);
+    if (c->slot != no_slot) {
+        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c->slot, WEFT_STATE_CLOCK_CONTEXT)))
+            .store(0, std::memory_order_release);
+        give_back_slot(c->slot);
+    }
+    if (c->handle) c->handle->comm = nullptr;
+    WEFT_LOG(debug, "communicator %llx released", static_cast<unsigned long long>(c->id));
+    auto it = std::find_if(comms_.begin(), comms_.end(), [&](const auto& p) { return p.get() == c; });
+    if (it != comms_.end()) comms_.erase(it);
+}
+
+}  // namespace weft::group

@@ -1,0 +1,531 @@
+// engine.cpp — requests, matching, the eager / rendezvous / synchronous
+// protocols, progress and failure handling.
+#include "group/engine.hpp"
+
+#include "group/schedule.hpp"
+
+#include <weft/state_window.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+namespace weft::group {
+
+namespace {
+constexpr uint32_t am_msg = Runtime::am_internal_first;          // header + eager payload or RTS
+constexpr uint32_t am_reply = Runtime::am_internal_first + 1;    // ACK (ssend) / FIN (rendezvous)
+
+constexpr size_t stack_eager = 8192;
+
+inline bool matches(int32_t want_src, int32_t want_tag, int32_t src, int32_t tag) {
+    return (want_src == WEFT_ANY_SOURCE || want_src == src) && (want_tag == WEFT_ANY_TAG || want_tag == tag);
+}
+}  // namespace
+
+struct Engine::MsgHeader {
+    uint64_t context;
+    int32_t src;
+    int32_t tag;
+    uint64_t len;     // message bytes
+    uint64_t cookie;  // eager_sync / rts: what the reply names
+    uint64_t addr;    // rts: the exposed buffer
+    uint32_t kind;    // MsgKind
+    uint32_t key_len; // rts: bytes of key following the header
+};
+static_assert(sizeof(Engine::MsgHeader) == 48);
+
+int32_t Comm::rank_of_job(uint32_t job_rank) const {
+    for (uint32_t i = 0; i < size; ++i)
+        if (members[i] == job_rank) return static_cast<int32_t>(i);
+    return -1;
+}
+
+Engine::Engine(Runtime& rt) : rt_(rt) {}
+
+Engine::~Engine() {
+    for (auto& c : comms_)
+        if (c->handle) {
+            c->handle->magic = weft_comm::dead_magic;
+            c->handle->comm = nullptr;
+        }
+}
+
+void Engine::shutdown() {
+    flush_deferred();
+    for (auto& r : requests_)
+        if (r->exposed_live) {
+            rt_.backend().unexpose(r->exposed);
+            r->exposed_live = false;
+        }
+    rt_.set_progress_hook(nullptr, nullptr);
+    rt_.set_failure_listener(nullptr, nullptr);
+}
+
+Status Engine::init() {
+    eager_limit_ = rt_.backend().am_eager_limit() > sizeof(MsgHeader) ? rt_.backend().am_eager_limit() - sizeof(MsgHeader) : 0;
+    ExposedBuffer probe;
+    uint8_t byte = 0;
+    zero_copy_ = rt_.backend().expose(&byte, 1, probe) == WEFT_OK;
+    if (zero_copy_) rt_.backend().unexpose(probe);
+    slot_used_.assign(WEFT_STATE_COMM_SLOTS, 0);
+    Status fst = create_flag_window();
+    if (fst != WEFT_OK) return fst;
+    rt_.am_register_internal(am_msg, on_msg, this);
+    rt_.am_register_internal(am_reply, on_reply, this);
+    rt_.set_progress_hook(on_progress, this);
+    rt_.set_failure_listener(on_peer_failed, this);
+
+    std::vector<uint32_t> members(rt_.size());
+    for (uint32_t i = 0; i < rt_.size(); ++i) members[i] = i;
+    uint32_t slot = 0;
+    take_slot(slot);  // slot 0 on every rank
+    std::vector<uint32_t> slots(rt_.size(), 0);
+    Status st = make_comm(0, std::move(members), std::move(slots), slot, world_);
+    if (st != WEFT_OK) return st;
+    world_->world = true;
+    return WEFT_OK;
+}
+
+// ------------------------------------------------------------- requests
+Request* Engine::new_request(ReqKind k, Comm* c) {
+    Request* r;
+    if (!free_requests_.empty()) {
+        r = free_requests_.back();
+        free_requests_.pop_back();
+    } else {
+        requests_.push_back(std::make_unique<Request>());
+        r = requests_.back().get();
+    }
+    r->magic = Request::live_magic;
+    r->kind = k;
+    r->done = r->user = r->matched = r->detached = false;
+    r->comm = c;
+    r->queue = nullptr;
+    r->buf = nullptr;
+    r->cap = 0;
+    r->src = r->tag = 0;
+    r->dest_peer = 0;
+    r->cookie = 0;
+    r->exposed_live = false;
+    r->status = weft_msg_status_t{};
+    r->status.source = -1;
+    r->status.tag = -1;
+    if (c) ++c->refs;
+    return r;
+}
+
+void Engine::release(Request* r) {
+    WEFT_ASSERT(r->magic == Request::live_magic);  // released twice: a bug here
+    Comm* c = r->comm;
+    if (r->exposed_live) {
+        rt_.backend().unexpose(r->exposed);
+        r->exposed_live = false;
+    }
+    r->sched.reset();
+    r->magic = Request::dead_magic;
+    r->comm = nullptr;
+    free_requests_.push_back(r);
+    if (c) {
+        --c->refs;
+        maybe_release_comm(c);
+    }
+}
+
+void Engine::complete(Request& r, Status st) {
+    if (r.done) return;
+    r.done = true;
+    if (r.status.error == WEFT_OK) r.status.error = st;
+    if (r.exposed_live) {
+        rt_.backend().unexpose(r.exposed);
+        r.exposed_live = false;
+    }
+    if (r.cookie && r.kind == ReqKind::send) awaiting_reply_.erase(r.cookie);
+}
+
+Status Engine::finish(Request& r, weft_msg_status_t* status) {
+    if (status) *status = r.status;
+    Status st = r.status.error;
+    release(&r);
+    return st;
+}
+
+void Engine::pause(Backoff& b) {
+    if (!rt_.multi_threaded()) {
+        if (b.should_block()) rt_.backend().wait_for_event(200000);  // 0.2 ms: a failure or message wakes it
+        else b.pause();
+        return;
+    }
+    // Let other threads in while we wait.
+    rt_.api_mutex().unlock();
+    b.pause();
+    rt_.api_mutex().lock();
+}
+
+Status Engine::wait(Request& r, Deadline d) {
+    Backoff backoff;
+    while (!r.done) {
+        if (poll() > 0) {
+            backoff.reset();
+            continue;
+        }
+        if (r.done) break;
+        if (d.passed()) return WEFT_ERR_TIMEOUT;
+        pause(backoff);
+    }
+    return WEFT_OK;
+}
+
+// ------------------------------------------------------------- contexts
+MatchQueue* Engine::queue_for(uint64_t context) {
+    auto it = contexts_.find(context);
+    if (it != contexts_.end()) return it->second.queue;
+    auto& q = early_[context];
+    if (!q) q = std::make_unique<MatchQueue>();
+    return q.get();
+}
+
+void Engine::register_comm(Comm* c) {
+    const std::pair<uint64_t, MatchQueue*> ctxs[] = {{c->id, &c->p2p}, {c->id | coll_bit, &c->coll}, {c->id | create_bit, &c->create}};
+    for (auto [id, q] : ctxs) {
+        auto it = early_.find(id);
+        if (it != early_.end()) {
+            // Arrived before we created the communicator: keep their order.
+            q->unexpected = std::move(it->second->unexpected);
+            early_.erase(it);
+        }
+        contexts_[id] = Context{c, q};
+    }
+}
+
+void Engine::unregister_comm(Comm* c) {
+    for (MatchQueue* q : {&c->p2p, &c->coll, &c->create})
+        for (const auto& u : q->unexpected)
+            WEFT_LOG(warn, "communicator %llx released with an unreceived %llu-byte message from rank %d tag %d",
+                     static_cast<unsigned long long>(c->id), static_cast<unsigned long long>(u.len), u.src, u.tag);
+    contexts_.erase(c->id);
+    contexts_.erase(c->id | coll_bit);
+    contexts_.erase(c->id | create_bit);
+}
+
+uint64_t* Engine::state_word(uint64_t off) {
+    return reinterpret_cast<uint64_t*>(rt_.state_window()->local_base + off);
+}
+
+void Engine::count_p2p(Comm& c, uint64_t ctx_bits, bool sent) {
+    if (ctx_bits || c.slot == no_slot) return;  // collectives' own traffic is the Collective Clock's business
+    const uint64_t rank_off = sent ? WEFT_STATE_P2P_SENT_OFF : WEFT_STATE_P2P_RECEIVED_OFF;
+    const uint64_t comm_off = WEFT_STATE_CLOCK_OFF(c.slot, sent ? WEFT_STATE_CLOCK_SENT : WEFT_STATE_CLOCK_RECEIVED);
+    // Owner-store words: only this rank writes them, peers read.
+    std::atomic_ref<uint64_t>(*state_word(rank_off)).fetch_add(1, std::memory_order_release);
+    std::atomic_ref<uint64_t>(*state_word(comm_off)).fetch_add(1, std::memory_order_release);
+}
+
+void Engine::commit_begin(Comm& c) {
+    if (c.slot == no_slot) return;
+    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_SEQ)))
+        .fetch_add(1, std::memory_order_release);
+}
+
+void Engine::commit_finish(Comm& c) {
+    if (c.slot == no_slot) return;
+    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_FINISHED)))
+        .fetch_add(1, std::memory_order_release);
+}
+
+// ------------------------------------------------------------ sending
+Status Engine::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag,
+                     bool sync, Request*& out) {
+    const uint32_t peer = c.members[dest];
+    Request* r = new_request(ReqKind::send, &c);
+    r->dest_peer = peer;
+    out = r;
+    if (rt_.peer_failed(peer)) {
+        complete(*r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: rank %u (job rank %u) has failed", dest, peer));
+        return WEFT_OK;
+    }
+    MsgHeader h{c.id | ctx_bits, static_cast<int32_t>(c.rank), tag, bytes, 0, 0, eager, 0};
+    const bool rendezvous = bytes > eager_limit_ && zero_copy_;
+    if (sync || rendezvous) {
+        r->cookie = next_cookie_++;
+        h.cookie = r->cookie;
+        awaiting_reply_[r->cookie] = r;
+    }
+    count_p2p(c, ctx_bits, true);
+    Status st;
+    if (rendezvous) {
+        st = rt_.backend().expose(buf, bytes, r->exposed);
+        if (st == WEFT_OK) {
+            r->exposed_live = true;
+            h.kind = rts;
+            h.addr = r->exposed.addr;
+            h.key_len = static_cast<uint32_t>(r->exposed.key.size());
+            // The RTS is small: header and key in one eager message.
+            uint8_t msg[sizeof(MsgHeader) + 512];
+            if (h.key_len > 512) st = WEFT_FAIL(WEFT_ERR_TRANSPORT, "send: a %u-byte remote key", h.key_len);
+            else {
+                std::memcpy(msg, &h, sizeof h);
+                if (h.key_len) std::memcpy(msg + sizeof h, r->exposed.key.data(), h.key_len);
+                st = rt_.backend().am_send(peer, am_msg, msg, sizeof h + h.key_len);
+            }
+        }
+    } else {
+        h.kind = sync ? eager_sync : eager;
+        // Header and payload go as one message, built on the stack up to the
+        // eager limit (no shared scratch: sends nest inside sends); large
+        // payloads without zero copy build one on the heap.
+        uint8_t small[sizeof(MsgHeader) + stack_eager];
+        std::vector<uint8_t> big;
+        uint8_t* msg = small;
+        if (bytes > stack_eager) {
+            big.resize(sizeof h + bytes);
+            msg = big.data();
+        }
+        std::memcpy(msg, &h, sizeof h);
+        if (bytes) std::memcpy(msg + sizeof h, buf, bytes);
+        st = rt_.backend().am_send(peer, am_msg, msg, sizeof h + bytes);
+    }
+    if (!live(r) || r->done) return WEFT_OK;  // a reply already came (handlers run inside sends)
+    if (st != WEFT_OK) complete(*r, st);
+    else if (!r->cookie) complete(*r, WEFT_OK);  // eager: the buffer is ours again
+    return WEFT_OK;
+}
+
+void Engine::queue_reply(uint32_t peer, uint64_t cookie) { replies_.emplace_back(peer, cookie); }
+
+// ---------------------------------------------------------- receiving
+Status Engine::irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src, int32_t tag, Request*& out) {
+    Request* r = new_request(ReqKind::recv, &c);
+    r->buf = static_cast<uint8_t*>(buf);
+    r->cap = cap;
+    r->src = src;
+    r->tag = tag;
+    out = r;
+    MatchQueue& q = ctx_bits == coll_bit ? c.coll : ctx_bits == create_bit ? c.create : c.p2p;
+    for (auto it = q.unexpected.begin(); it != q.unexpected.end(); ++it) {
+        if (!matches(src, tag, it->src, it->tag)) continue;
+        Unexpected u = std::move(*it);
+        q.unexpected.erase(it);
+        r->matched = true;
+        if (u.kind == rts) {
+            Status st = do_pull(*r, u);
+            complete(*r, st);
+        } else {
+            deliver_eager(*r, u, u.data.data(), u.data.size());
+        }
+        return WEFT_OK;
+    }
+    if (src >= 0 && rt_.peer_failed(c.members[src])) {
+        complete(*r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "receive: rank %d (job rank %u) has failed", src, c.members[src]));
+        return WEFT_OK;
+    }
+    r->queue = &q;
+    q.posted.push_back(r);
+    return WEFT_OK;
+}
+
+bool Engine::iprobe(Comm& c, int32_t src, int32_t tag, weft_msg_status_t& st) {
+    for (const auto& u : c.p2p.unexpected) {
+        if (!matches(src, tag, u.src, u.tag)) continue;
+        st = weft_msg_status_t{u.src, u.tag, static_cast<size_t>(u.len), WEFT_OK, 0};
+        return true;
+    }
+    return false;
+}
+
+void Engine::abandon(Request& r, Status why) {
+    if (r.done) return;
+    if (r.kind == ReqKind::recv && !r.matched) {
+        cancel(r);
+        r.status.cancelled = 0;
+        r.status.error = why;
+        return;
+    }
+    for (auto it = pulls_.begin(); it != pulls_.end(); ++it)
+        if (it->r == &r) {
+            pulls_.erase(it);
+            break;
+        }
+    complete(r, why);
+}
+
+Status Engine::cancel(Request& r) {
+    if (r.kind != ReqKind::recv || r.done || r.matched) return WEFT_OK;  // nothing to cancel
+    auto& posted = r.queue->posted;
+    posted.erase(std::find(posted.begin(), posted.end(), &r));
+    r.queue = nullptr;
+    r.status.cancelled = 1;
+    complete(r, WEFT_OK);
+    return WEFT_OK;
+}
+
+void Engine::deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, size_t len) {
+    const size_t n = std::min(len, r.cap);
+    if (n) std::memcpy(r.buf, data, n);
+    r.status.source = u.src;
+    r.status.tag = u.tag;
+    r.status.bytes = n;
+    if (u.kind == eager_sync) queue_reply(u.source_peer, u.cookie);
+    if (len > r.cap) {
+        complete(r, WEFT_FAIL(WEFT_ERR_TRUNCATE, "receive: a %zu-byte message from rank %d tag %d into a %zu-byte buffer",
+                              len, u.src, u.tag, r.cap));
+        return;
+    }
+    complete(r, WEFT_OK);
+}
+
+Status Engine::do_pull(Request& r, const Unexpected& u) {
+    const size_t n = std::min<size_t>(u.len, r.cap);
+    r.status.source = u.src;
+    r.status.tag = u.tag;
+    r.status.bytes = n;
+    Status st = n ? rt_.backend().pull(u.source_peer, u.addr, u.data.data(), u.data.size(), r.buf, n) : WEFT_OK;
+    // FIN even after a failed pull: the sender must not wait forever.
+    queue_reply(u.source_peer, u.cookie);
+    if (st != WEFT_OK) return st;
+    if (u.len > r.cap)
+        return WEFT_FAIL(WEFT_ERR_TRUNCATE, "receive: a %llu-byte message from rank %d tag %d into a %zu-byte buffer",
+                         static_cast<unsigned long long>(u.len), u.src, u.tag, r.cap);
+    return WEFT_OK;
+}
+
+void Engine::start_pull(Request& r, const Unexpected& u) { pulls_.push_back(PendingPull{&r, u}); }
+
+// Transport handler: one message (eager payload or RTS) from source_peer.
+void Engine::on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len) {
+    auto* self = static_cast<Engine*>(arg);
+    MsgHeader h;
+    if (len < sizeof h) {
+        WEFT_LOG(error, "dropped a %zu-byte point-to-point message from peer %u: shorter than its header", len, source_peer);
+        return;
+    }
+    std::memcpy(&h, payload, sizeof h);
+    self->arrived(source_peer, h, static_cast<const uint8_t*>(payload) + sizeof h, len - sizeof h);
+}
+
+void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body, size_t body_len) {
+    const bool ok_kind = h.kind == eager || h.kind == eager_sync || h.kind == rts;
+    const bool ok_len = h.kind == rts ? body_len == h.key_len : body_len == h.len;
+    if (!ok_kind || !ok_len || h.src < 0 || source_peer >= rt_.size()) {
+        WEFT_LOG(error, "dropped a malformed message from peer %u (kind %u, %zu body bytes for %llu)", source_peer, h.kind,
+                 body_len, static_cast<unsigned long long>(h.len));
+        return;
+    }
+    MatchQueue* q;
+    auto cit = contexts_.find(h.context);
+    if (cit != contexts_.end()) {
+        // Known communicator: the claimed source must be who sent it.
+        Comm* c = cit->second.comm;
+        if (static_cast<uint32_t>(h.src) >= c->size || c->members[h.src] != source_peer) {
+            WEFT_LOG(error, "dropped a message on communicator %llx claiming rank %d from job rank %u",
+                     static_cast<unsigned long long>(c->id), h.src, source_peer);
+            return;
+        }
+        count_p2p(*c, h.context & (coll_bit | create_bit), false);
+        q = cit->second.queue;
+    } else {
+        q = queue_for(h.context);  // not created here yet: kept for when it is
+    }
+    Unexpected u;
+    u.src = h.src;
+    u.tag = h.tag;
+    u.kind = h.kind;
+    u.source_peer = source_peer;
+    u.len = h.len;
+    u.cookie = h.cookie;
+    u.addr = h.addr;
+    for (auto it = q->posted.begin(); it != q->posted.end(); ++it) {
+        Request* r = *it;
+        if (!matches(r->src, r->tag, h.src, h.tag)) continue;
+        q->posted.erase(it);
+        r->queue = nullptr;
+        r->matched = true;
+        if (h.kind == rts) {
+            u.data.assign(body, body + body_len);
+            start_pull(*r, u);  // outside this handler: a pull may wait
+        } else {
+            deliver_eager(*r, u, body, body_len);
+        }
+        return;
+    }
+    u.data.assign(body, body + body_len);
+    q->unexpected.push_back(std::move(u));
+}
+
+// ACK of a synchronous send or FIN of a rendezvous: the send is complete.
+void Engine::on_reply(void* arg, uint32_t source_peer, const void* payload, size_t len) {
+    auto* self = static_cast<Engine*>(arg);
+    uint64_t cookie;
+    if (len != sizeof cookie) {
+        WEFT_LOG(error, "dropped a malformed %zu-byte reply from peer %u", len, source_peer);
+        return;
+    }
+    std::memcpy(&cookie, payload, sizeof cookie);
+    auto it = self->awaiting_reply_.find(cookie);
+    if (it == self->awaiting_reply_.end() || it->second->dest_peer != source_peer) {
+        WEFT_LOG(warn, "reply %llu from peer %u names no pending send", static_cast<unsigned long long>(cookie), source_peer);
+        return;
+    }
+    Request* r = it->second;
+    self->awaiting_reply_.erase(it);
+    self->complete(*r, WEFT_OK);
+}
+
+// ------------------------------------------------------------ progress
+uint32_t Engine::flush_deferred() {
+    uint32_t n = 0;
+    while (!pulls_.empty()) {
+        PendingPull p = std::move(pulls_.front());
+        pulls_.pop_front();
+        if (live(p.r) && !p.r->done) complete(*p.r, do_pull(*p.r, p.u));
+        ++n;
+    }
+    // Swap out first: a send may run handlers that queue more replies.
+    while (!replies_.empty()) {
+        std::vector<std::pair<uint32_t, uint64_t>> now;
+        now.swap(replies_);
+        for (auto [peer, cookie] : now) {
+            if (rt_.peer_failed(peer)) continue;
+            Status st = rt_.backend().am_send(peer, am_reply, &cookie, sizeof cookie);
+            if (st != WEFT_OK) WEFT_LOG(warn, "reply to peer %u not sent: %s", peer, weft_strerror(st));
+            ++n;
+        }
+    }
+    return n;
+}
+
+uint32_t Engine::on_progress(void* arg) {
+    auto* self = static_cast<Engine*>(arg);
+    uint32_t n = self->flush_deferred();
+    n += self->advance_schedules();
+    return n;
+}
+
+void Engine::on_peer_failed(void* arg, uint32_t peer) {
+    auto* self = static_cast<Engine*>(arg);
+    // Receives naming it and sends waiting for its reply can never finish.
+    for (auto& c : self->comms_) {
+        const int32_t cr = c->rank_of_job(peer);
+        if (cr < 0) continue;
+        for (MatchQueue* q : {&c->p2p, &c->coll, &c->create}) {
+            for (auto it = q->posted.begin(); it != q->posted.end();) {
+                Request* r = *it;
+                if (r->src != cr) { ++it; continue; }
+                it = q->posted.erase(it);
+                r->queue = nullptr;
+                r->status.source = cr;
+                self->complete(*r, WEFT_ERR_PEER_FAILED);
+            }
+        }
+    }
+    std::vector<Request*> dead;
+    for (auto [cookie, r] : self->awaiting_reply_)
+        if (r->dest_peer == peer) dead.push_back(r);
+    for (Request* r : dead) self->complete(*r, WEFT_ERR_PEER_FAILED);
+    // Collectives over a communicator that contains it fail now, on every
+    // survivor (each sees the failure itself), rather than at a timeout.
+    for (Request* r : self->active_colls_)
+        if (!r->done && r->comm->rank_of_job(peer) >= 0) r->sched->fail(WEFT_ERR_PEER_FAILED);
+}
+
+}  // namespace weft::group

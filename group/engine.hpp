@@ -1,0 +1,250 @@
+// engine.hpp — communicators, MPI-style matching and collective schedules.
+//
+// One Engine per context, created by weft_init right after the transport.
+// It owns every communicator, every request, and the matching queues.
+//
+// Messages travel as the transport's active messages: a 48-byte header
+// (context, source, tag, length, protocol) followed by the payload (eager)
+// or by the sender's exposed buffer {addr, key} (rendezvous: the receiver
+// pulls straight into the matched receive buffer, then answers FIN). Per
+// sender the transport delivers in order, and every arrival is matched in
+// arrival order, which is MPI's non-overtaking rule.
+//
+// Each communicator has three contexts: point-to-point (its ID), collective
+// (ID | coll_bit, internal traffic of collectives, tag = collective sequence
+// number) and creation (ID | create_bit, create_from_ranks' handshake).
+//
+// Reentrancy: a handler can run inside any transport send (a full ring
+// drains our own), so no code here holds a reference into a queue across a
+// send or progress call. Handlers only match and queue; pulls and control
+// replies (ACK/FIN) run from the progress hook, which never nests.
+//
+// Thread affinity: every method runs under the context's API lock when the
+// context is MULTIPLE (group/api.cpp takes it), else on the one thread that
+// uses the context.
+#pragma once
+
+#include <weft/comm.h>
+
+#include "transport/runtime.hpp"
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace weft::group {
+
+constexpr uint64_t coll_bit = 1ull << 63;
+constexpr uint64_t create_bit = 1ull << 62;
+constexpr uint32_t no_slot = UINT32_MAX;  // a communicator without a clock slot (all were taken)
+constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path (flags.cpp)
+
+struct Comm;
+struct Request;
+struct Schedule;
+
+// A message that arrived before its receive was posted.
+struct Unexpected {
+    int32_t src = 0;   // rank in the communicator
+    int32_t tag = 0;
+    uint32_t kind = 0; // MsgKind
+    uint32_t source_peer = 0;
+    uint64_t len = 0;
+    uint64_t cookie = 0;
+    uint64_t addr = 0;            // rendezvous: where the sender exposed it
+    std::vector<uint8_t> data;    // eager: the payload; rendezvous: the key
+};
+
+// Posted receives and unexpected messages of one context.
+struct MatchQueue {
+    std::deque<Request*> posted;
+    std::deque<Unexpected> unexpected;
+};
+
+struct Comm {
+    uint64_t id = 0;
+    uint32_t rank = 0;
+    uint32_t size = 0;
+    std::vector<uint32_t> members;  // comm rank -> job rank
+    std::vector<uint32_t> slots;    // comm rank -> its clock slot
+    uint32_t slot = 0;              // ours
+    uint32_t coll_seq = 0;          // next collective's number (internal tag)
+    uint64_t flag_epoch = 0;        // blocking collectives on the flag path so far
+    uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
+    uint32_t refs = 0;              // live requests naming it
+    bool freeing = false;           // user freed it; the release barrier runs
+    bool world = false;
+    weft_comm* handle = nullptr;
+    MatchQueue p2p, coll, create;
+
+    int32_t rank_of_job(uint32_t job_rank) const;
+};
+
+enum class ReqKind : uint8_t { send, recv, coll };
+
+struct Request {
+    static constexpr uint64_t live_magic = 0x5745465452455131ull;  // "WEFTREQ1"
+    static constexpr uint64_t dead_magic = 0x5745465452455130ull;
+    uint64_t magic = dead_magic;
+    ReqKind kind = ReqKind::send;
+    bool done = false;
+    bool user = false;      // handed to the application (else internal)
+    bool matched = false;   // recv: a message was matched to it
+    bool detached = false;  // nobody will wait: released when it finishes
+    Comm* comm = nullptr;
+    MatchQueue* queue = nullptr;  // recv: where it is posted
+    // recv
+    uint8_t* buf = nullptr;
+    size_t cap = 0;
+    int32_t src = 0, tag = 0;
+    // send: waiting for ACK (ssend) or FIN (rendezvous) of `cookie`
+    uint32_t dest_peer = 0;
+    uint64_t cookie = 0;
+    ExposedBuffer exposed;
+    bool exposed_live = false;
+    // coll
+    std::unique_ptr<Schedule> sched;
+    weft_msg_status_t status{};
+};
+
+class Engine {
+public:
+    explicit Engine(Runtime& rt);
+    ~Engine();
+    // Before the transport finalizes: sends owed replies, unexposes buffers.
+    void shutdown();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+    Status init();
+
+    Runtime& rt() { return rt_; }
+    Comm& world() { return *world_; }
+
+    // ------------------------------------------------- communicators
+    Status dup(Comm& parent, Comm*& out);
+    Status split(Comm& parent, int32_t color, int32_t key, Comm*& out);
+    Status create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out);
+    Status free_comm(Comm& c);
+
+    // ------------------------------------------------- point-to-point
+    // ctx_bits selects the context (0, coll_bit or create_bit).
+    Status isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag,
+                 bool sync, Request*& out);
+    Status irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src, int32_t tag, Request*& out);
+    // Finds (does not consume) the first matching unexpected message.
+    bool iprobe(Comm& c, int32_t src, int32_t tag, weft_msg_status_t& st);
+    Status cancel(Request& r);
+    // Gives up on a request whose wait timed out: a send stops waiting for
+    // its reply (its buffer is no longer exposed), a receive is unposted.
+    void abandon(Request& r, Status why);
+
+    // ------------------------------------------------- collectives
+    Status barrier_start(Comm& c, Request*& out);
+    Status bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Request*& out);
+    Status reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                        weft_op_t op, uint32_t root, bool all, Request*& out);
+    Status allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out);
+    // Blocking forms over one-sided writes into pinned flags (flags.cpp),
+    // when flags_usable says so (the same answer on every member).
+    bool flags_usable(const Comm& c, size_t bytes) const;
+    Status barrier_flags(Comm& c);
+    Status allreduce_flags(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                           weft_op_t op);
+
+    // ------------------------------------------------- requests
+    // Progresses until r is done or the deadline passes (TIMEOUT).
+    Status wait(Request& r, Deadline d);
+    // Copies out the status and returns the request to the pool.
+    Status finish(Request& r, weft_msg_status_t* status);
+    // One step of progress: transport, replies, pulls, schedules.
+    uint32_t poll() { return rt_.progress(); }
+    // Waits between polls: spin, yield, then sleep; with MULTIPLE, lets
+    // other threads in while it does.
+    void pause(Backoff& b);
+    bool live(const Request* r) const { return r && r->magic == Request::live_magic; }
+
+    // Collective Clock of c in the pinned state window (drain/ reads it).
+    void commit_begin(Comm& c);
+    void commit_finish(Comm& c);
+
+    // The wire header of every point-to-point message (engine.cpp).
+    enum MsgKind : uint32_t { eager = 0, eager_sync = 1, rts = 2 };
+    struct MsgHeader;
+
+private:
+    friend struct Schedule;
+
+    Request* new_request(ReqKind k, Comm* c);
+    void release(Request* r);
+    void complete(Request& r, Status st);
+    MatchQueue* queue_for(uint64_t context);
+    void register_comm(Comm* c);
+    void unregister_comm(Comm* c);
+    Status make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, uint32_t my_slot,
+                     Comm*& out);
+    bool take_slot(uint32_t& slot);
+    void give_back_slot(uint32_t slot);
+    void maybe_release_comm(Comm* c);
+    uint64_t next_context_counter() { return next_ctx_counter_++; }
+    Status exchange_slots(Comm& c);
+    Status run_blocking(Request* r);
+
+    // Arrivals (from the transport's handler) and their protocol.
+    static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
+    static void on_reply(void* arg, uint32_t source_peer, const void* payload, size_t len);
+    static uint32_t on_progress(void* arg);
+    static void on_peer_failed(void* arg, uint32_t peer);
+    void arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body, size_t body_len);
+    void deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, size_t len);
+    void start_pull(Request& r, const Unexpected& u);
+    Status do_pull(Request& r, const Unexpected& u);
+    void queue_reply(uint32_t peer, uint64_t cookie);
+    uint32_t flush_deferred();
+    uint32_t advance_schedules();
+    void count_p2p(Comm& c, uint64_t ctx_bits, bool sent);
+    uint64_t* state_word(uint64_t off);
+    Status create_flag_window();
+    Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
+    Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
+
+    Runtime& rt_;
+    Comm* world_ = nullptr;
+    std::vector<std::unique_ptr<Comm>> comms_;
+    struct Context {
+        Comm* comm;
+        MatchQueue* queue;
+    };
+    std::unordered_map<uint64_t, Context> contexts_;
+    // Messages for contexts this rank has not created yet.
+    std::unordered_map<uint64_t, std::unique_ptr<MatchQueue>> early_;
+    std::vector<std::unique_ptr<Request>> requests_;
+    std::vector<Request*> free_requests_;
+    std::unordered_map<uint64_t, Request*> awaiting_reply_;  // cookie -> send
+    uint64_t next_cookie_ = 1;
+    uint64_t next_ctx_counter_ = 1;  // 0 is the world's
+    struct PendingPull {
+        Request* r;
+        Unexpected u;
+    };
+    std::deque<PendingPull> pulls_;
+    std::vector<std::pair<uint32_t, uint64_t>> replies_;  // (peer, cookie)
+    std::vector<Request*> active_colls_;
+    std::vector<uint8_t> slot_used_;
+    weft_window* flag_win_ = nullptr;  // owned by the Runtime (freed at finalize)
+    bool ordered_puts_ = false;
+    size_t eager_limit_ = 0;
+    bool zero_copy_ = true;
+};
+
+}  // namespace weft::group
+
+// The C handle of a communicator: a shell that outlives the communicator,
+// so a stale handle reads a dead magic (WEFT_ERR_NOT_INITIALIZED).
+struct weft_comm {
+    static constexpr uint64_t live_magic = 0x5745465443304d4dull;
+    static constexpr uint64_t dead_magic = 0x5745465443444d4dull;
+    uint64_t magic = live_magic;
+    weft::group::Engine* engine = nullptr;
+    weft::group::Comm* comm = nullptr;
+};
