@@ -142,8 +142,10 @@ static double coll_timed(coll_bench *b, coll_step_fn step, long warmup, long ite
 
 /* The time budget: a library that needs milliseconds per step (MPICH's
  * busy-polling ranks oversubscribed on 2 cores) would take hours for the
- * requested counts. COLL_PROBE steps are timed first (the ranks that take
- * part; the others contribute 0) and the slowest rank's time decides, through
+ * requested counts. So first COLL_PROBE steps run untimed and COLL_PROBE
+ * more are timed one by one (on the ranks that take part; the others
+ * contribute 0); the median step of the slowest rank decides (a median, so
+ * that one descheduling of a fast library does not cut its run), through
  * an allreduce over every rank, so all agree: *iters becomes at most
  * budget / that time, *warmup at most a tenth of it. The RESULT lines carry
  * the count actually run. Collective. */
@@ -153,9 +155,16 @@ static void coll_plan(coll_bench *b, coll_step_fn step, int takes_part, long *wa
                       const char *name) {
     double per = 0, worst = 0;
     if (takes_part) {
-        const uint64_t t0 = bench_now_ns();
+        /* The first steps pay for connections and first touches: untimed. */
         for (int i = 0; i < COLL_PROBE; ++i) coll_call(b, step(b), name);
-        per = (double)(bench_now_ns() - t0) / COLL_PROBE;
+        bench_hist_t *h = &b->hist; /* free until the timed loop */
+        memset(h, 0, sizeof *h);
+        for (int i = 0; i < COLL_PROBE; ++i) {
+            const uint64_t t0 = bench_now_ns();
+            coll_call(b, step(b), name);
+            bench_hist_add(h, bench_now_ns() - t0);
+        }
+        per = bench_hist_percentile(h, 0.5);
     }
     coll_call(b, b->ops->allreduce(&per, &worst, 1, COLL_F64, COLL_MAX), "allreduce of the probe");
     const double fit = worst > 0 ? (double)b->budget_ns / worst : (double)*iters;
