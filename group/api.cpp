@@ -40,14 +40,9 @@ Status guarded(F&& f) noexcept {
 }
 
 // The context's lock, only when the context is MULTIPLE.
-class ApiLock {
+class ApiLock : public weft::RuntimeLock {
 public:
-    explicit ApiLock(Engine& e) {
-        if (e.rt().multi_threaded()) lock_ = std::unique_lock<std::mutex>(e.rt().api_mutex());
-    }
-
-private:
-    std::unique_lock<std::mutex> lock_;
+    explicit ApiLock(Engine& e) : RuntimeLock(e.rt()) {}
 };
 
 inline Comm* comm_of(weft_comm_t c) {

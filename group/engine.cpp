@@ -216,21 +216,24 @@ void Engine::count_p2p(Comm& c, uint64_t ctx_bits, bool sent) {
     if (ctx_bits || c.slot == no_slot) return;  // collectives' own traffic is the Collective Clock's business
     const uint64_t rank_off = sent ? WEFT_STATE_P2P_SENT_OFF : WEFT_STATE_P2P_RECEIVED_OFF;
     const uint64_t comm_off = WEFT_STATE_CLOCK_OFF(c.slot, sent ? WEFT_STATE_CLOCK_SENT : WEFT_STATE_CLOCK_RECEIVED);
-    // Owner-store words: only this rank writes them, peers read.
-    std::atomic_ref<uint64_t>(*state_word(rank_off)).fetch_add(1, std::memory_order_release);
-    std::atomic_ref<uint64_t>(*state_word(comm_off)).fetch_add(1, std::memory_order_release);
+    bump(rank_off);
+    bump(comm_off);
+}
+
+void Engine::bump(uint64_t off) {
+    // Owner-store word: only this rank (under the context's lock) writes
+    // it, peers only read, so a load and a release store do — no locked
+    // instruction on the hot path.
+    std::atomic_ref<uint64_t> w(*state_word(off));
+    w.store(w.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 void Engine::commit_begin(Comm& c) {
-    if (c.slot == no_slot) return;
-    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_SEQ)))
-        .fetch_add(1, std::memory_order_release);
+    if (c.slot != no_slot) bump(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_SEQ));
 }
 
 void Engine::commit_finish(Comm& c) {
-    if (c.slot == no_slot) return;
-    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_FINISHED)))
-        .fetch_add(1, std::memory_order_release);
+    if (c.slot != no_slot) bump(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_FINISHED));
 }
 
 // ------------------------------------------------------------ sending

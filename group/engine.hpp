@@ -204,6 +204,7 @@ private:
     uint32_t advance_schedules();
     void count_p2p(Comm& c, uint64_t ctx_bits, bool sent);
     uint64_t* state_word(uint64_t off);
+    void bump(uint64_t off);
     Status create_flag_window();
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);

@@ -202,6 +202,7 @@ weft_status_t weft_query_caps(weft_context_t ctx, weft_caps_t* caps) {
 weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_out,
                                    weft_window_t* win_out) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     REQUIRE_PTR(base_out);
     REQUIRE_PTR(win_out);
     return guarded([&]() -> Status {
@@ -217,6 +218,7 @@ weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_
 weft_status_t weft_window_register(weft_context_t ctx, void* base, size_t size,
                                    weft_window_t* win_out) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     REQUIRE_PTR(win_out);
     if (!base && size > 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_window_register: base is NULL");
     return guarded([&]() -> Status {
@@ -230,6 +232,7 @@ weft_status_t weft_window_register(weft_context_t ctx, void* base, size_t size,
 
 weft_status_t weft_window_free(weft_window_t win) {
     if (!window_live(win)) return bad_window(__func__);
+    weft::RuntimeLock lock(*win->rt);
     return guarded([&]() -> Status { return win->rt->window_free(win); });
 }
 
@@ -251,6 +254,7 @@ weft_status_t weft_window_local(weft_window_t win, void** base, size_t* size) {
 
 weft_status_t weft_put(weft_window_t win, uint32_t rank, uint64_t offset, const void* src, size_t len) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    weft::RuntimeLock lock(*win->rt);
     if (__builtin_expect(!src && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_put: src is NULL");
     Status st = check_access(win, rank, offset, len, __func__);
     if (__builtin_expect(st != WEFT_OK, 0)) return st;
@@ -260,6 +264,7 @@ weft_status_t weft_put(weft_window_t win, uint32_t rank, uint64_t offset, const 
 
 weft_status_t weft_get(weft_window_t win, uint32_t rank, uint64_t offset, void* dst, size_t len) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    weft::RuntimeLock lock(*win->rt);
     if (__builtin_expect(!dst && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_get: dst is NULL");
     Status st = check_access(win, rank, offset, len, __func__);
     if (__builtin_expect(st != WEFT_OK, 0)) return st;
@@ -270,6 +275,7 @@ weft_status_t weft_get(weft_window_t win, uint32_t rank, uint64_t offset, void* 
 weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t offset,
                                     uint64_t value, uint64_t* old_value) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    weft::RuntimeLock lock(*win->rt);
     Status st = check_atomic(win, rank, offset, old_value, __func__);
     if (__builtin_expect(st != WEFT_OK, 0)) return st;
     return win->ops->fetch_add(win, rank, offset, value, old_value);
@@ -278,6 +284,7 @@ weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t o
 weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_t offset,
                                        uint64_t expected, uint64_t desired, uint64_t* old_value) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    weft::RuntimeLock lock(*win->rt);
     Status st = check_atomic(win, rank, offset, old_value, __func__);
     if (__builtin_expect(st != WEFT_OK, 0)) return st;
     return win->ops->compare_swap(win, rank, offset, expected, desired, old_value);
@@ -286,6 +293,7 @@ weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_
 weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset, uint64_t value,
                                uint64_t* old_value) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    weft::RuntimeLock lock(*win->rt);
     Status st = check_atomic(win, rank, offset, old_value, __func__);
     if (__builtin_expect(st != WEFT_OK, 0)) return st;
     return win->ops->swap(win, rank, offset, value, old_value);
@@ -293,6 +301,7 @@ weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset
 
 weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
     if (!window_live(win)) return bad_window(__func__);
+    weft::RuntimeLock lock(*win->rt);
     if (rank != WEFT_RANK_ALL && rank >= win->nranks)
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_flush: rank %u outside window of %u ranks", rank,
                          win->nranks);
@@ -301,12 +310,14 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
 
 weft_status_t weft_am_register(weft_context_t ctx, uint32_t id, weft_am_handler_t handler, void* arg) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     return rt->am_register(id, handler, arg);
 }
 
 weft_status_t weft_am_send(weft_context_t ctx, uint32_t peer, uint32_t id, const void* payload,
                            size_t len) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     if (__builtin_expect(peer >= rt->universe_size(), 0))
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_am_send: peer %u >= universe %u", peer,
                          rt->universe_size());
@@ -325,6 +336,7 @@ weft_status_t weft_am_send(weft_context_t ctx, uint32_t peer, uint32_t id, const
 
 weft_status_t weft_progress(weft_context_t ctx, uint32_t* events) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     return guarded([&]() -> Status {
         uint32_t n = rt->progress();
         if (events) *events = n;
@@ -334,12 +346,14 @@ weft_status_t weft_progress(weft_context_t ctx, uint32_t* events) {
 
 weft_status_t weft_wait(weft_context_t ctx, uint64_t timeout_ns) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     return guarded([&]() -> Status { return rt->wait(timeout_ns); });
 }
 
 weft_status_t weft_set_peer_failure_handler(weft_context_t ctx, weft_peer_failure_handler_t handler,
                                             void* arg) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     rt->set_failure_handler(handler, arg);
     return WEFT_OK;
 }
@@ -356,6 +370,7 @@ weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int* failed) {
 
 weft_status_t weft_bootstrap_barrier(weft_context_t ctx) {
     REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
     return guarded([&]() -> Status { return rt->bootstrap().barrier(rt->op_deadline()); });
 }
 

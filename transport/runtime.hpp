@@ -147,6 +147,18 @@ private:
     bool initialized_ = false;
 };
 
+// The context's lock, taken by every C entry point only when the context is
+// MULTIPLE (a SERIALIZED context pays one predictable branch).
+class RuntimeLock {
+public:
+    explicit RuntimeLock(Runtime& rt) {
+        if (rt.multi_threaded()) lock_ = std::unique_lock<std::mutex>(rt.api_mutex());
+    }
+
+private:
+    std::unique_lock<std::mutex> lock_;
+};
+
 }  // namespace weft
 
 // The C context handle: a tombstone-able shell around the Runtime.

@@ -5,8 +5,15 @@
  * parameters last. No C++ exception ever crosses this boundary.
  *
  * Threading: a context is SERIALIZED — any thread may call into it, but only
- * one at a time (the MPI_THREAD_SERIALIZED level). weft starts one internal
- * thread per context (the peer monitor) that never calls user code.
+ * one at a time (the MPI_THREAD_SERIALIZED level) — unless it was created by
+ * weft_init_thread(WEFT_THREAD_MULTIPLE, ...) (weft/comm.h) or with
+ * WEFT_PROGRESS_THREAD=1: then every call takes the context's lock, so
+ * threads may call concurrently (MPI_THREAD_MULTIPLE). Blocking calls of
+ * comm.h release the lock while they wait; weft_wait and
+ * weft_bootstrap_barrier hold it. weft starts one internal thread per
+ * context (the peer monitor) that never calls user code, plus the progress
+ * thread when asked; active-message handlers run on whichever thread
+ * progresses, under the lock.
  *
  * Lifetime: handles stay valid until their free/finalize call. Calling a
  * function on a finalized context or freed window returns

@@ -2,7 +2,10 @@
 // the full GoogleTest output (others print failures only).
 #include "tests/mp/mp_main.hpp"
 
+#include <weft/comm.h>
+
 #include <cstdio>
+#include <cstdlib>
 
 namespace mp {
 
@@ -21,7 +24,12 @@ class QuietListener : public testing::EmptyTestEventListener {
 
 int run_all(int argc, char** argv) {
     testing::InitGoogleTest(&argc, argv);
-    weft_status_t st = weft_init(&ctx);
+    // MP_THREAD_MULTIPLE=1: the binary's tests use several threads.
+    const char* multi = std::getenv("MP_THREAD_MULTIPLE");
+    weft_thread_level_t provided;
+    weft_status_t st = multi && *multi == '1'
+                           ? weft_init_thread(WEFT_THREAD_MULTIPLE, &provided, &ctx)
+                           : weft_init(&ctx);
     if (st != WEFT_OK) {
         std::fprintf(stderr, "weft_init: %s\n", weft_strerror(st));
         return 1;

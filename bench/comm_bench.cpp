@@ -1,0 +1,145 @@
+// comm_bench.cpp — the communicator hot paths: point-to-point ping-pong,
+// barrier, allreduce, bcast, on any number of ranks.
+//
+//   weft-run -n N [--transport shm|ucx] build/bench/comm_bench [--smoke] [benchmark flags]
+//
+// Rank 0 runs Google Benchmark. Collectives need every rank to run the same
+// number of iterations, so before each run rank 0 broadcasts {op, iterations,
+// bytes} on the world communicator and every rank runs exactly that loop;
+// the run ends with an allreduce of each rank's error count, so a failed
+// operation fails the benchmark instead of skewing it. Times are real time
+// per iteration; the ping-pong reports HALF a round trip (as osu_latency and
+// ucx_perftest do), the collectives one whole collective.
+#include <weft/comm.h>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+enum class Op : uint64_t { pingpong = 1, barrier, allreduce, bcast, ibarrier, stop };
+
+weft_context_t ctx;
+weft_comm_t world;
+uint32_t me, nranks;
+
+struct Command {
+    uint64_t op, iterations, bytes;
+};
+
+// Runs `iterations` of op on this rank; returns the number of failed calls.
+uint64_t run(Op op, uint64_t iterations, size_t bytes) {
+    static std::vector<uint64_t> a, b;
+    const size_t count = bytes / 8 ? bytes / 8 : 1;
+    a.assign(count, me + 1);
+    b.assign(count, 0);
+    uint64_t errors = 0;
+    for (uint64_t i = 0; i < iterations; ++i) {
+        weft_status_t st = WEFT_OK;
+        switch (op) {
+            case Op::pingpong:
+                if (me == 0) {
+                    st = weft_send(world, a.data(), count, WEFT_UINT64, 1, 0);
+                    if (st == WEFT_OK) st = weft_recv(world, b.data(), count, WEFT_UINT64, 1, 0, nullptr);
+                } else if (me == 1) {
+                    st = weft_recv(world, b.data(), count, WEFT_UINT64, 0, 0, nullptr);
+                    if (st == WEFT_OK) st = weft_send(world, a.data(), count, WEFT_UINT64, 0, 0);
+                }
+                break;
+            case Op::barrier: st = weft_barrier(world); break;
+            case Op::allreduce: st = weft_allreduce(world, a.data(), b.data(), count, WEFT_UINT64, WEFT_OP_SUM); break;
+            case Op::bcast: st = weft_bcast(world, a.data(), count, WEFT_UINT64, 0); break;
+            case Op::ibarrier: {
+                weft_request_t r;
+                st = weft_ibarrier(world, &r);
+                if (st == WEFT_OK) st = weft_request_wait(&r, nullptr);
+                break;
+            }
+            case Op::stop: break;
+        }
+        errors += st != WEFT_OK;
+    }
+    if (op == Op::allreduce && nranks > 0) {
+        const uint64_t want = uint64_t(nranks) * (nranks + 1) / 2;
+        for (uint64_t v : b) errors += iterations && v != want;
+    }
+    return errors;
+}
+
+// Rank 0: tells everyone what to run, runs it, gathers the verdict.
+uint64_t lead(Op op, uint64_t iterations, size_t bytes) {
+    Command c{uint64_t(op), iterations, bytes};
+    if (weft_bcast(world, &c, 3, WEFT_UINT64, 0) != WEFT_OK) std::exit(1);
+    uint64_t errors = run(op, iterations, bytes), total = 0;
+    if (weft_allreduce(world, &errors, &total, 1, WEFT_UINT64, WEFT_OP_SUM) != WEFT_OK) std::exit(1);
+    return total;
+}
+
+void serve() {
+    for (;;) {
+        Command c{};
+        if (weft_bcast(world, &c, 3, WEFT_UINT64, 0) != WEFT_OK) std::exit(1);
+        if (Op(c.op) == Op::stop) return;
+        uint64_t errors = run(Op(c.op), c.iterations, c.bytes), total = 0;
+        if (weft_allreduce(world, &errors, &total, 1, WEFT_UINT64, WEFT_OP_SUM) != WEFT_OK) std::exit(1);
+    }
+}
+
+// One benchmark iteration = n operations on every rank (one agreement per
+// n, so its cost is amortised); the manual time reported is per operation.
+template <Op op, bool half>
+void timed(benchmark::State& state) {
+    const size_t bytes = static_cast<size_t>(state.range(0));
+    if (op == Op::pingpong && nranks < 2) {
+        state.SkipWithError("ping-pong needs 2 ranks");
+        return;
+    }
+    uint64_t errors = 0;
+    const uint64_t n = std::max<uint64_t>(4, std::min<uint64_t>(1000, (64u << 20) / (bytes + 1)));
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        errors += lead(op, n, bytes);
+        const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+        state.SetIterationTime(dt.count() / double(n) / (half ? 2.0 : 1.0));
+    }
+    if (errors) state.SkipWithError("some operations failed or returned wrong data");
+    state.SetLabel(std::string(half ? "half round trip" : "one collective") + ", " + std::to_string(nranks) + " ranks");
+}
+
+}  // namespace
+
+BENCHMARK(timed<Op::pingpong, true>)->Name("pingpong")->Arg(8)->Arg(4096)->Arg(1 << 20)->UseManualTime();
+BENCHMARK(timed<Op::barrier, false>)->Name("barrier")->Arg(0)->UseManualTime();
+BENCHMARK(timed<Op::ibarrier, false>)->Name("ibarrier+wait")->Arg(0)->UseManualTime();
+BENCHMARK(timed<Op::allreduce, false>)->Name("allreduce")->Arg(8)->Arg(256)->Arg(4096)->Arg(1 << 20)->UseManualTime();
+BENCHMARK(timed<Op::bcast, false>)->Name("bcast")->Arg(8)->Arg(1 << 20)->UseManualTime();
+
+int main(int argc, char** argv) {
+    if (weft_init(&ctx) != WEFT_OK || weft_comm_world(ctx, &world) != WEFT_OK) return 1;
+    weft_comm_rank(world, &me);
+    weft_comm_size(world, &nranks);
+    int status = 0;
+    if (me == 0) {
+        std::vector<char*> args(argv, argv + argc);
+        std::string smoke = "--benchmark_min_time=0.001";
+        for (auto& a : args)
+            if (std::strcmp(a, "--smoke") == 0) a = smoke.data();
+        int n = static_cast<int>(args.size());
+        benchmark::Initialize(&n, args.data());
+        benchmark::RunSpecifiedBenchmarks();
+        benchmark::Shutdown();
+        Command stop{uint64_t(Op::stop), 0, 0};
+        if (weft_bcast(world, &stop, 3, WEFT_UINT64, 0) != WEFT_OK) status = 1;
+    } else {
+        serve();
+    }
+    weft_finalize(ctx);
+    return status;
+}
