@@ -34,7 +34,8 @@
  *
  * Arguments (defaults): --iters N (20000) --warmup N (1000) for the latency
  * tests, --bw-iters N (200) --bw-warmup N (10) for the 1 MiB allreduce,
- * --budget-ms N (3000) per test, --label NAME (replaces the program's impl=).
+ * --budget-ms N (3000) per test, --label NAME (replaces the program's impl=),
+ * --only TEST (run just that test, e.g. under a profiler).
  */
 #ifndef WEFT_COLL_BENCH_H
 #define WEFT_COLL_BENCH_H
@@ -65,6 +66,7 @@ typedef struct coll_ops {
 typedef struct coll_bench {
     const coll_ops *ops;
     const char *impl;
+    const char *only; /* --only: run just this test (NULL: all) */
     long warmup, iters, bw_warmup, bw_iters;
     uint64_t budget_ns; /* per test; see coll_plan */
     /* buffers of the current test */
@@ -207,10 +209,12 @@ static double coll_report(coll_bench *b, const char *test, double mean, long ite
 
 /* ------------------------------------------------------------ the tests */
 
+static int coll_wanted(const coll_bench *b, const char *test) { return !b->only || strcmp(b->only, test) == 0; }
+
 static void coll_run_pingpong(coll_bench *b) {
     const coll_ops *o = b->ops;
     const char *name = "pingpong8_half";
-    if (o->size < 2) return;
+    if (o->size < 2 || !coll_wanted(b, name)) return;
     long warmup = b->warmup, iters = b->iters;
     b->seq = b->echo = 0;
     const double mean = coll_measure(b, coll_step_pingpong, o->rank < 2, &warmup, &iters, 16, name);
@@ -226,6 +230,7 @@ static void coll_run_pingpong(coll_bench *b) {
 
 /* One latency test: plan, measure, check, report. */
 static void coll_latency_test(coll_bench *b, coll_step_fn step, const char *name, int (*ok)(const coll_bench *)) {
+    if (!coll_wanted(b, name)) return;
     long warmup = b->warmup, iters = b->iters;
     const double mean = coll_measure(b, step, 1, &warmup, &iters, 16, name);
     if (ok && !ok(b)) coll_fail(b, name, 0);
@@ -252,6 +257,7 @@ static void coll_run_latency(coll_bench *b) {
 static void coll_run_bandwidth(coll_bench *b) {
     const coll_ops *o = b->ops;
     const char *name = "allreduce_1MiB";
+    if (!coll_wanted(b, name)) return;
     b->bw_in = (double *)malloc(COLL_BW_COUNT * sizeof(double));
     b->bw_out = (double *)malloc(COLL_BW_COUNT * sizeof(double));
     if (!b->bw_in || !b->bw_out) coll_fail(b, "out of memory", 0);
@@ -300,6 +306,7 @@ static int coll_bench_run(coll_bench *b, const coll_ops *ops, int argc, char **a
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--label") == 0 && v) b->impl = v;
+        else if (strcmp(a, "--only") == 0 && v) b->only = v;
         else if (strcmp(a, "--warmup") == 0) b->warmup = coll_count_arg(b, a, v);
         else if (strcmp(a, "--iters") == 0) b->iters = coll_count_arg(b, a, v);
         else if (strcmp(a, "--bw-warmup") == 0) b->bw_warmup = coll_count_arg(b, a, v);
