@@ -83,7 +83,7 @@ machine() {
     echo "weft: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null) ($BUILD)"
     echo "open mpi: $(mpirun.openmpi --version 2>/dev/null | head -1)"
     echo "mpich: $(mpichversion 2>/dev/null | grep -E 'Version|Device' | tr -s ' \t' ' ' | paste -sd ',')"
-    echo "packages: $(dpkg-query -W -f '${Package} ${Version}, ' libucx0 libopenmpi3 libmpich12 2>/dev/null)"
+    echo "packages: $(dpkg-query -W -f '${Package} ${Version}, ' libucx0 libopenmpi3 libmpich12 2>/dev/null | sed 's/, $//')"
     echo "arguments: ${ARGS[*]}"
 }
 machine > "$OUT/machine.txt"
