@@ -5,6 +5,7 @@
 // rank 0 prints a table next to the shared-memory floor (a raw cross-core
 // cache-line ping-pong between two plain processes) that it measured itself
 // just before starting weft. Exit status 0 only if every check passed.
+#include <weft/comm.h>
 #include <weft/weft.h>
 
 #include <algorithm>
@@ -168,6 +169,52 @@ PairResult exercise(State& s, weft_window_t w, uint8_t* base, uint32_t target, i
 
 }  // namespace
 
+// Communicators: collectives and a ring on the world and on a split, every
+// result checked; returns the number of failed checks. Rank 0 prints.
+uint32_t exercise_communicators(weft_context_t ctx, uint32_t rank, uint32_t size, int iters) {
+    weft_comm_t world = nullptr, half = nullptr;
+    CHECK(weft_comm_world(ctx, &world));
+    CHECK(weft_comm_split(world, int32_t(rank % 2), int32_t(rank), &half));
+    uint32_t bad = 0;
+    const double barrier_ns = time_ns(iters, [&](int) { CHECK(weft_barrier(world)); });
+    uint64_t one = 1, sum = 0;
+    const double allreduce_ns = time_ns(iters, [&](int) {
+        CHECK(weft_allreduce(world, &one, &sum, 1, WEFT_UINT64, WEFT_OP_SUM));
+        bad += sum != size;
+    });
+    // A ring: every rank sends its rank to the right, receives from the left.
+    const uint32_t right = (rank + 1) % size, left = (rank + size - 1) % size;
+    const double ring_ns = time_ns(iters, [&](int) {
+        uint64_t out = rank, in = ~0ull;
+        weft_request_t r[2];
+        CHECK(weft_irecv(world, &in, 1, WEFT_UINT64, int32_t(left), 1, &r[0]));
+        CHECK(weft_isend(world, &out, 1, WEFT_UINT64, right, 1, &r[1]));
+        CHECK(weft_request_waitall(2, r, nullptr));
+        bad += in != left;
+    });
+    // 1 MiB allreduce (ring) and the split halves, checked element by element.
+    std::vector<double> big(1 << 17, double(rank)), total(big.size());
+    const double big_ns = time_ns(std::max(1, iters / 100), [&](int) {
+        CHECK(weft_allreduce(world, big.data(), total.data(), big.size(), WEFT_DOUBLE, WEFT_OP_SUM));
+    });
+    for (double v : total) bad += v != double(size) * (size - 1) / 2;
+    uint32_t half_size = 0;
+    CHECK(weft_comm_size(half, &half_size));
+    uint64_t half_sum = 0;
+    CHECK(weft_allreduce(half, &one, &half_sum, 1, WEFT_UINT64, WEFT_OP_SUM));
+    bad += half_sum != half_size || half_size != (size + 1 - rank % 2) / 2;
+    uint64_t all_bad = 0, mine = bad;
+    CHECK(weft_allreduce(world, &mine, &all_bad, 1, WEFT_UINT64, WEFT_OP_SUM));
+    if (rank == 0) {
+        std::printf("\ncommunicators (%u ranks): barrier %.0f ns, 8-byte allreduce %.0f ns, ring exchange %.0f ns,\n"
+                    "1 MiB allreduce %.0f us (%.2f GB/s), split halves of %u/%u: %s\n",
+                    size, barrier_ns, allreduce_ns, ring_ns, big_ns / 1000, double(big.size() * 8) / big_ns,
+                    (size + 1) / 2, size / 2, all_bad ? "SOME CHECKS FAILED" : "all checks passed");
+    }
+    CHECK(weft_comm_free(&half));
+    return uint32_t(all_bad);
+}
+
 int main(int argc, char** argv) {
     const int iters = argc > 1 ? std::atoi(argv[1]) : 2000;
     // The floor is measured before weft starts, by rank 0 only, on a quiet
@@ -250,6 +297,7 @@ int main(int argc, char** argv) {
         std::printf("\n%s\n", failed || rc ? "SOME CHECKS FAILED" : "all checks passed");
         if (failed) rc = 1;
     }
+    if (exercise_communicators(s.ctx, s.rank, s.size, iters)) rc = 1;
     CHECK(weft_window_free(w));
     CHECK(weft_finalize(s.ctx));
     return rc;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+using weft::guarded;
 using weft::Status;
 using weft::group::Comm;
 using weft::group::Engine;
@@ -24,19 +25,6 @@ std::vector<std::unique_ptr<weft_comm>>& comm_shells() {
     // magic); never destroyed, so they stay reachable for LSan.
     static auto* v = new std::vector<std::unique_ptr<weft_comm>>;
     return *v;
-}
-
-template <typename F>
-Status guarded(F&& f) noexcept {
-    try {
-        return f();
-    } catch (const std::bad_alloc&) {
-        return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "out of memory");
-    } catch (const std::exception& e) {
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: %s", e.what());
-    } catch (...) {
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: unknown exception");
-    }
 }
 
 // The context's lock, only when the context is MULTIPLE.
@@ -244,15 +232,6 @@ Status barrier_common(weft_comm_t comm, weft_request_t* req) {
     });
 }
 
-// The engine of the first live request in reqs (all must share a context).
-Engine* engine_of(size_t n, weft_request_t* reqs) {
-    for (size_t i = 0; i < n; ++i) {
-        Request* r = req_of(reqs[i]);
-        if (r && r->magic == Request::live_magic && r->comm && r->comm->handle) return r->comm->handle->engine;
-    }
-    return nullptr;
-}
-
 Status check_requests(size_t n, weft_request_t* reqs, const char* fn) {
     if (n && !reqs) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: reqs is NULL", fn);
     for (size_t i = 0; i < n; ++i) {
@@ -262,6 +241,47 @@ Status check_requests(size_t n, weft_request_t* reqs, const char* fn) {
     }
     return WEFT_OK;
 }
+
+// Runs body(engine, request) under the lock for a live *req; an inactive
+// (NULL) request gets an empty status and body is not called.
+template <typename F>
+Status on_request(weft_request_t* req, weft_msg_status_t* status, const char* fn, F&& body) {
+    if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", fn);
+    Status st = check_requests(1, req, fn);
+    if (st != WEFT_OK) return st;
+    Request* r = req_of(*req);
+    if (!r) {
+        empty_status(status);
+        return WEFT_OK;
+    }
+    Engine& eng = *r->comm->engine;
+    ApiLock lock(eng);
+    return guarded([&]() -> Status { return body(eng, r); });
+}
+
+// Finishes the first completed request of reqs (its status in `done`).
+bool finish_first_done(Engine& eng, size_t n, weft_request_t* reqs, size_t* index, weft_msg_status_t* status,
+                       Status& done) {
+    for (size_t i = 0; i < n; ++i) {
+        Request* r = req_of(reqs[i]);
+        if (!r || !r->done) continue;
+        *index = i;
+        reqs[i] = nullptr;
+        done = eng.finish(*r, status);
+        return true;
+    }
+    return false;
+}
+
+// The engine of the first live request in reqs (all must share a context).
+Engine* engine_of(size_t n, weft_request_t* reqs) {
+    for (size_t i = 0; i < n; ++i) {
+        Request* r = req_of(reqs[i]);
+        if (r && r->magic == Request::live_magic && r->comm) return r->comm->engine;
+    }
+    return nullptr;
+}
+
 
 }  // namespace
 
@@ -542,19 +562,9 @@ weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg
 
 // ------------------------------------------------------------ requests
 weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_t* status) {
-    REQUIRE_PTR(req);
     REQUIRE_PTR(flag);
-    Status st = check_requests(1, req, __func__);
-    if (st != WEFT_OK) return st;
-    Request* r = req_of(*req);
-    if (!r) {
-        *flag = 1;
-        empty_status(status);
-        return WEFT_OK;
-    }
-    Engine& eng = *r->comm->handle->engine;
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
+    *flag = 1;  // an inactive request is complete
+    return on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
         if (!r->done) eng.poll();
         *flag = r->done ? 1 : 0;
         if (!r->done) return WEFT_OK;
@@ -564,17 +574,7 @@ weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_
 }
 
 weft_status_t weft_request_wait(weft_request_t* req, weft_msg_status_t* status) {
-    REQUIRE_PTR(req);
-    Status st = check_requests(1, req, __func__);
-    if (st != WEFT_OK) return st;
-    Request* r = req_of(*req);
-    if (!r) {
-        empty_status(status);
-        return WEFT_OK;
-    }
-    Engine& eng = *r->comm->handle->engine;
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
+    return on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
         Status s = eng.wait(*r, eng.rt().op_deadline());
         if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
         *req = nullptr;
@@ -625,16 +625,9 @@ weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index
     ApiLock lock(*eng);
     return guarded([&]() -> Status {
         eng->poll();
-        *flag = 0;
-        for (size_t i = 0; i < n; ++i) {
-            Request* r = req_of(reqs[i]);
-            if (!r || !r->done) continue;
-            *flag = 1;
-            *index = i;
-            reqs[i] = nullptr;
-            return eng->finish(*r, status);
-        }
-        return WEFT_OK;
+        Status done = WEFT_OK;
+        *flag = finish_first_done(*eng, n, reqs, index, status, done) ? 1 : 0;
+        return done;
     });
 }
 
@@ -653,13 +646,8 @@ weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index
         const weft::Deadline d = eng->rt().op_deadline();
         weft::Backoff backoff;
         for (;;) {
-            for (size_t i = 0; i < n; ++i) {
-                Request* r = req_of(reqs[i]);
-                if (!r || !r->done) continue;
-                *index = i;
-                reqs[i] = nullptr;
-                return eng->finish(*r, status);
-            }
+            Status done = WEFT_OK;
+            if (finish_first_done(*eng, n, reqs, index, status, done)) return done;
             if (eng->poll() > 0) continue;
             if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_request_waitany: nothing completed within the deadline");
             eng->pause(backoff);
@@ -671,7 +659,7 @@ weft_status_t weft_request_cancel(weft_request_t req) {
     Request* r = req_of(req);
     if (!r || r->magic != Request::live_magic || !r->user)
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_request_cancel: not a live request");
-    Engine& eng = *r->comm->handle->engine;
+    Engine& eng = *r->comm->engine;
     ApiLock lock(eng);
     return guarded([&]() -> Status { return eng.cancel(*r); });
 }

@@ -35,6 +35,7 @@ void Engine::give_back_slot(uint32_t slot) {
 Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, uint32_t my_slot,
                          Comm*& out) {
     auto c = std::make_unique<Comm>();
+    c->engine = this;
     c->id = id;
     c->size = static_cast<uint32_t>(members.size());
     c->members = std::move(members);

@@ -40,6 +40,7 @@ constexpr uint64_t create_bit = 1ull << 62;
 constexpr uint32_t no_slot = UINT32_MAX;  // a communicator without a clock slot (all were taken)
 constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path (flags.cpp)
 
+class Engine;
 struct Comm;
 struct Request;
 struct Schedule;
@@ -63,6 +64,7 @@ struct MatchQueue {
 };
 
 struct Comm {
+    Engine* engine = nullptr;
     uint64_t id = 0;
     uint32_t rank = 0;
     uint32_t size = 0;
@@ -208,6 +210,7 @@ private:
     Status create_flag_window();
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
+    void rest(Backoff& b);
 
     Runtime& rt_;
     Comm* world_ = nullptr;

@@ -77,23 +77,33 @@ Status Engine::signal(const Comm& c, uint32_t to, uint64_t flag_off, const void*
     return st;
 }
 
+// A pause in a flag wait: flags ring no doorbell, so never the futex sleep of
+// pause() — but with MULTIPLE, still let other threads in.
+void Engine::rest(Backoff& b) {
+    if (rt_.multi_threaded()) pause(b);
+    else b.pause();
+}
+
 // Waits until our flag at flag_off reaches epoch; fails when a member fails.
 Status Engine::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
     std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(flag_win_->local_base + flag_off));
     if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
     const Deadline d = rt_.op_deadline();
     Backoff backoff;
-    for (;;) {
+    for (uint32_t spins = 0;; ++spins) {
         // The transport may need us to progress for a peer's put to land
         // (UCX over tcp); on shm this is one load.
         poll();
         if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
+        if ((spins & 15) != 15) {  // failures and the clock now and then: each costs more than a poll
+            rest(backoff);
+            continue;
+        }
         for (uint32_t m : c.members)
             if (rt_.peer_failed(m)) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "collective: job rank %u has failed", m);
         if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "collective on communicator %llx: a peer did not arrive in time",
                                          static_cast<unsigned long long>(c.id));
-        if (rt_.multi_threaded()) pause(backoff);
-        else backoff.pause();
+        rest(backoff);
     }
 }
 

@@ -14,6 +14,7 @@
 #include <new>
 
 using weft::Runtime;
+using weft::guarded;
 using weft::Status;
 
 namespace {
@@ -41,18 +42,6 @@ inline bool window_live(weft_window_t w) {
     return w && w->magic == weft_window::live_magic;
 }
 
-template <typename F>
-Status guarded(F&& f) noexcept {
-    try {
-        return f();
-    } catch (const std::bad_alloc&) {
-        return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "out of memory");
-    } catch (const std::exception& e) {
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: %s", e.what());
-    } catch (...) {
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: unknown exception");
-    }
-}
 
 #define REQUIRE_RT(ctx, rt)                                                               \
     Runtime* rt = runtime_of(ctx);                                                        \

@@ -5,6 +5,8 @@
 #include <weft/weft.h>
 
 #include <atomic>
+#include <exception>
+#include <new>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -43,6 +45,21 @@ void log_set_identity(uint32_t job, uint32_t rank);
     do {                  \
         if (__builtin_expect(!(cond), 0)) ::weft::invariant_failed(__FILE__, __LINE__, #cond); \
     } while (0)
+
+// Runs f (returning a Status) and turns any C++ exception into a status:
+// every C entry point goes through it, so none crosses into C.
+template <typename F>
+Status guarded(F&& f) noexcept {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "out of memory");
+    } catch (const std::exception& e) {
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: %s", e.what());
+    } catch (...) {
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "internal error: unknown exception");
+    }
+}
 
 // ------------------------------------------------------------------- time
 inline uint64_t now_ns() {

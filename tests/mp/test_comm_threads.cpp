@@ -54,28 +54,37 @@ TEST(CommThreads, ConcurrentRingsOnDuplicates) {
 }
 
 // With a progress thread, a rank that makes no weft call still serves a
-// peer's rendezvous: its posted receive fills while the application only
-// watches its own memory.
+// peer's rendezvous. Rank 1 posts a receive and then only watches a word of
+// its own window; rank 0's send can complete only once rank 1 has pulled
+// the data, and rank 0 then writes that word with a put (which, over tcp,
+// also needs rank 1 to progress).
 TEST(CommThreads, ProgressThreadServesRendezvousWithoutCalls) {
     if (!std::getenv("WEFT_PROGRESS_THREAD")) GTEST_SKIP() << "runs in the progress-thread lane only";
     if (mp::size < 2) GTEST_SKIP() << "needs 2 ranks";
+    void* base = nullptr;
+    weft_window_t win = nullptr;
+    ASSERT_EQ(weft_window_allocate(mp::ctx, 64, &base, &win), WEFT_OK);
     constexpr size_t n = 1 << 20;
+    constexpr uint64_t sent = 0x5e17;
     std::vector<uint8_t> buf(n, 0);
     if (mp::rank == 0) {
         for (size_t i = 0; i < n; ++i) buf[i] = uint8_t(i * 13 + 1);
         ASSERT_EQ(weft_send(world(), buf.data(), n, WEFT_BYTE, 1, 3), WEFT_OK);
+        ASSERT_EQ(weft_put(win, 1, 0, &sent, sizeof sent), WEFT_OK);
+        ASSERT_EQ(weft_flush(win, 1), WEFT_OK);
     } else if (mp::rank == 1) {
         weft_request_t r;
         ASSERT_EQ(weft_irecv(world(), buf.data(), n, WEFT_BYTE, 0, 3, &r), WEFT_OK);
-        std::atomic_ref<uint8_t> last(buf[n - 1]);
+        std::atomic_ref<uint64_t> word(*static_cast<uint64_t*>(base));
         const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (last.load(std::memory_order_acquire) != uint8_t((n - 1) * 13 + 1) && std::chrono::steady_clock::now() < end)
+        while (word.load(std::memory_order_acquire) != sent && std::chrono::steady_clock::now() < end)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        EXPECT_EQ(last.load(), uint8_t((n - 1) * 13 + 1)) << "the progress thread did not pull the message";
+        EXPECT_EQ(word.load(), sent) << "rank 0's send did not complete while this rank made no call";
         ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(buf[i], uint8_t(i * 13 + 1)) << i;
     }
     ASSERT_EQ(weft_barrier(world()), WEFT_OK);
+    ASSERT_EQ(weft_window_free(win), WEFT_OK);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
  * and use the C ABI. Run by ctest as unit.c_abi.check; exits non-zero on the
  * first failed check.
  */
+#include <weft/comm.h>
 #include <weft/state_window.h>
 #include <weft/weft.h>
 
@@ -54,6 +55,26 @@ int main(void) {
         CHECK(magic == WEFT_STATE_MAGIC);
         CHECK(WEFT_STATE_CLOCK_OFF(1, WEFT_STATE_CLOCK_TARGET) ==
               (uint64_t)WEFT_STATE_CLOCKS_OFF + WEFT_STATE_LINE + 8);
+    }
+
+    /* comm.h from C: a one-rank world, a message to self, an allreduce. */
+    {
+        weft_comm_t world = NULL, dup = NULL;
+        weft_request_t req = NULL;
+        weft_msg_status_t status;
+        int64_t out = -7, in = 0, sum = 0;
+        size_t count = 0;
+        CHECK(weft_comm_world(ctx, &world) == WEFT_OK);
+        CHECK(weft_comm_dup(world, &dup) == WEFT_OK);
+        CHECK(weft_irecv(dup, &in, 1, WEFT_INT64, WEFT_ANY_SOURCE, WEFT_ANY_TAG, &req) == WEFT_OK);
+        CHECK(weft_send(dup, &out, 1, WEFT_INT64, 0, 5) == WEFT_OK);
+        CHECK(weft_request_wait(&req, &status) == WEFT_OK && req == NULL);
+        CHECK(in == -7 && status.source == 0 && status.tag == 5);
+        CHECK(weft_msg_status_count(&status, WEFT_INT64, &count) == WEFT_OK && count == 1);
+        CHECK(weft_allreduce(dup, &out, &sum, 1, WEFT_INT64, WEFT_OP_SUM) == WEFT_OK && sum == -7);
+        CHECK(weft_allreduce(dup, &out, &sum, 1, WEFT_DOUBLE, WEFT_OP_BAND) == WEFT_ERR_INVALID_ARG);
+        CHECK(weft_comm_free(&dup) == WEFT_OK && dup == NULL);
+        CHECK(weft_comm_free(&world) == WEFT_ERR_INVALID_ARG);
     }
 
     CHECK(weft_finalize(ctx) == WEFT_OK);
