@@ -107,16 +107,18 @@ for test, label in TESTS:
 
 print("\nMedian and tail (ns; 1 iteration in 16 timed on its own, every one for 1 MiB; the largest over the")
 print("ranks; each sample carries one clock read): p50 / p99\n")
-print("| test | ranks | " + " | ".join(impls) + " |")
-print("|---|---|" + "---|" * len(impls))
+print("| test | ranks | " + " | ".join(impls) + " | p50 weft/OMPI | p50 weft/MPICH |")
+print("|---|---|" + "---|" * (len(impls) + 2))
 for test, label in TESTS:
     for n in ranks:
         cells = []
         for i in impls:
             p50, p99 = get(i, test, n, "p50"), get(i, test, n, "p99")
             cells.append("n/a" if math.isnan(p50) else f"{fmt(p50)} / {fmt(p99)}")
+        w = get(WEFT, test, n, "p50")
+        cells += [fmt_ratio(ratio("", w, get(p, test, n, "p50"))) for p in PEERS]
         print(f"| {label} | {n} | " + " | ".join(cells) + " |")
 
-print("\nRows where weft-shm is slower than a peer:" + ("" if slower else " none"))
+print("\nRows where weft-shm is slower than a peer (by mean):" + ("" if slower else " none"))
 for s in slower:
     print(f"- {s}")
