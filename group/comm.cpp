@@ -23,6 +23,9 @@ bool Engine::take_slot(uint32_t& slot) {
         if (!slot_used_[s]) {
             slot_used_[s] = 1;
             slot = s;
+            // Before anyone learns the slot: flags left by the communicator
+            // that had it would satisfy the new one's first waits.
+            clear_flags(s);
             return true;
         }
     return false;

@@ -211,6 +211,7 @@ private:
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
     void rest(Backoff& b);
+    void clear_flags(uint32_t slot);
 
     Runtime& rt_;
     Comm* world_ = nullptr;

@@ -57,6 +57,13 @@ Status Engine::create_flag_window() {
     return WEFT_OK;
 }
 
+// No peer writes here any more: every write into a slot's area is one its
+// owner awaited before the collective completed, and the communicator that
+// had the slot was released only after its last collective.
+void Engine::clear_flags(uint32_t slot) {
+    if (flag_win_) std::memset(flag_win_->local_base + slot * slot_area, 0, slot_area);
+}
+
 bool Engine::flags_usable(const Comm& c, size_t bytes) const {
     if (!flag_win_ || bytes > flag_max_bytes || c.size > (1u << max_rounds) || c.slot == no_slot) return false;
     for (uint32_t s : c.slots)
