@@ -13,6 +13,7 @@
 // values, and the ring's blocks are reduced once and then copied.
 #include "group/schedule.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace weft::group {
@@ -24,6 +25,41 @@ inline uint32_t mod(int64_t a, uint32_t p) { return static_cast<uint32_t>(((a % 
 }  // namespace
 
 // ---------------------------------------------------------- execution
+Schedule::~Schedule() {
+    if (scratch_) engine->give_scratch(Engine::Scratch{std::move(scratch_), scratch_size_});
+}
+
+uint8_t* Schedule::scratch(size_t n) {
+    WEFT_ASSERT(!scratch_);  // one scratch per schedule, taken while building it
+    Engine::Scratch s = engine->take_scratch(n);
+    scratch_ = std::move(s.buf);
+    scratch_size_ = s.size;
+    return scratch_.get();
+}
+
+Engine::Scratch Engine::take_scratch(size_t n) {
+    for (auto it = scratch_pool_.begin(); it != scratch_pool_.end(); ++it)
+        if (it->size >= n) {
+            Scratch s = std::move(*it);
+            scratch_pool_.erase(it);
+            return s;
+        }
+    const size_t size = std::max<size_t>(n, 4096);
+    return Scratch{std::unique_ptr<uint8_t[]>(new uint8_t[size]), size};
+}
+
+void Engine::give_scratch(Scratch s) {
+    constexpr size_t keep = 4;
+    if (scratch_pool_.size() < keep) {
+        scratch_pool_.push_back(std::move(s));
+        return;
+    }
+    // Keep the largest: replace the smallest if this one is larger.
+    auto smallest = std::min_element(scratch_pool_.begin(), scratch_pool_.end(),
+                                     [](const Scratch& a, const Scratch& b) { return a.size < b.size; });
+    if (smallest->size < s.size) *smallest = std::move(s);
+}
+
 bool Schedule::advance() {
     while (pc < steps.size()) {
         const Step& s = steps[pc];
@@ -187,14 +223,14 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
         uint32_t children = 0;
         for (uint32_t mask = 1; mask < p && !(v & mask); mask <<= 1)
             if ((v | mask) < p) ++children;
-        s->scratch.resize(bytes * (children + (me == root ? 0 : 1)));
-        uint8_t* acc = me == root ? static_cast<uint8_t*>(recvbuf) : s->scratch.data() + bytes * children;
+        uint8_t* tmp = s->scratch(bytes * (children + (me == root ? 0 : 1)));
+        uint8_t* acc = me == root ? static_cast<uint8_t*>(recvbuf) : tmp + bytes * children;
         if (!(in_place && me == root)) s->add_copy(acc, sendbuf, bytes);
         uint32_t child = 0, mask = 1;
         for (; mask < p && !(v & mask); mask <<= 1)
-            if ((v | mask) < p) s->add_recv(mod(int64_t(v | mask) + root, p), s->scratch.data() + bytes * child++, bytes);
+            if ((v | mask) < p) s->add_recv(mod(int64_t(v | mask) + root, p), tmp + bytes * child++, bytes);
         s->add_fence();
-        for (uint32_t i = 0; i < children; ++i) s->add_reduce(acc, s->scratch.data() + bytes * i, bytes);
+        for (uint32_t i = 0; i < children; ++i) s->add_reduce(acc, tmp + bytes * i, bytes);
         if (me != root) {
             s->add_send(mod(int64_t(v & ~mask) + root, p), acc, bytes);
             s->add_fence();
@@ -203,20 +239,24 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
     }
 
     uint8_t* acc = static_cast<uint8_t*>(recvbuf);
-    if (!in_place) s->add_copy(acc, sendbuf, bytes);
-    if (bytes >= ring_allreduce_min_bytes && count >= p) {
+    if (p > 1 && bytes >= ring_allreduce_min_bytes && count >= p) {
         // Ring: block b holds elements [b*q + min(b, rem) ...) of count.
+        // The send buffer is read in place: a block enters recvbuf only when
+        // it is combined (reduce-scatter) or arrives reduced (allgather), so
+        // nothing is copied twice.
         const size_t q = count / p, rem = count % p, es = s->elem_size;
         auto block_off = [&](uint32_t b) { return (b * q + std::min<size_t>(b, rem)) * es; };
         auto block_len = [&](uint32_t b) { return (q + (b < rem ? 1 : 0)) * es; };
-        s->scratch.resize(block_len(0));
+        const auto* in = in_place ? acc : static_cast<const uint8_t*>(sendbuf);
+        uint8_t* tmp = s->scratch(block_len(0));
         const uint32_t right = mod(int64_t(me) + 1, p), left = mod(int64_t(me) - 1, p);
         for (uint32_t i = 0; i + 1 < p; ++i) {  // reduce-scatter
             const uint32_t sb = mod(int64_t(me) - i, p), rb = mod(int64_t(me) - i - 1, p);
-            s->add_send(right, acc + block_off(sb), block_len(sb));
-            s->add_recv(left, s->scratch.data(), block_len(rb));
+            s->add_send(right, (i == 0 ? in : acc) + block_off(sb), block_len(sb));
+            s->add_recv(left, tmp, block_len(rb));
             s->add_fence();
-            s->add_reduce(acc + block_off(rb), s->scratch.data(), block_len(rb));
+            s->add_copy(acc + block_off(rb), in + block_off(rb), block_len(rb));
+            s->add_reduce(acc + block_off(rb), tmp, block_len(rb));
         }
         for (uint32_t i = 0; i + 1 < p; ++i) {  // allgather of the reduced blocks
             const uint32_t sb = mod(int64_t(me) + 1 - i, p), rb = mod(int64_t(me) - i, p);
@@ -227,12 +267,13 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
         return start(*this, c, std::move(s), r, active_colls_);
     }
 
+    if (!in_place) s->add_copy(acc, sendbuf, bytes);
     // Recursive doubling over the largest power of two p2 <= p; the first
     // 2*(p-p2) ranks pair up first (odd ones hand their data to the even).
     uint32_t p2 = 1;
     while (p2 * 2 <= p) p2 *= 2;
     const uint32_t extra = p - p2;
-    s->scratch.resize(bytes);
+    uint8_t* tmp = s->scratch(bytes);
     int64_t vrank;
     if (me < 2 * extra) {
         if (me % 2) {
@@ -240,9 +281,9 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
             s->add_fence();
             vrank = -1;
         } else {
-            s->add_recv(me + 1, s->scratch.data(), bytes);
+            s->add_recv(me + 1, tmp, bytes);
             s->add_fence();
-            s->add_reduce(acc, s->scratch.data(), bytes);
+            s->add_reduce(acc, tmp, bytes);
             vrank = me / 2;
         }
     } else {
@@ -253,9 +294,9 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
             const uint32_t vp = static_cast<uint32_t>(vrank) ^ mask;
             const uint32_t partner = vp < extra ? vp * 2 : vp + extra;
             s->add_send(partner, acc, bytes);
-            s->add_recv(partner, s->scratch.data(), bytes);
+            s->add_recv(partner, tmp, bytes);
             s->add_fence();
-            s->add_reduce(acc, s->scratch.data(), bytes);
+            s->add_reduce(acc, tmp, bytes);
         }
     }
     if (me < 2 * extra) {

@@ -42,6 +42,18 @@ constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path
 
 class Engine;
 struct Comm;
+
+// How a flag collective waits for its partner (flags.cpp).
+class FlagBackoff {
+public:
+    void pause();
+
+private:
+    static constexpr uint32_t spin_steps = 16;
+    static constexpr uint64_t yield_ns = 200000;
+    uint32_t step_ = 0, sleeps_ = 0;
+    uint64_t yield_since_ = 0;
+};
 struct Request;
 struct Schedule;
 
@@ -174,6 +186,14 @@ public:
     enum MsgKind : uint32_t { eager = 0, eager_sync = 1, rts = 2 };
     struct MsgHeader;
 
+    // Schedules' scratch memory, recycled.
+    struct Scratch {
+        std::unique_ptr<uint8_t[]> buf;
+        size_t size = 0;
+    };
+    Scratch take_scratch(size_t n);
+    void give_scratch(Scratch s);
+
 private:
     friend struct Schedule;
 
@@ -210,7 +230,7 @@ private:
     Status create_flag_window();
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
-    void rest(Backoff& b);
+    void rest(FlagBackoff& b);
     void clear_flags(uint32_t slot);
 
     Runtime& rt_;
@@ -223,6 +243,9 @@ private:
     std::unordered_map<uint64_t, Context> contexts_;
     // Messages for contexts this rank has not created yet.
     std::unordered_map<uint64_t, std::unique_ptr<MatchQueue>> early_;
+    // Scratch buffers of finished schedules, largest kept (declared before
+    // requests_: schedules give theirs back while requests_ is destroyed).
+    std::vector<Scratch> scratch_pool_;
     std::vector<std::unique_ptr<Request>> requests_;
     std::vector<Request*> free_requests_;
     std::unordered_map<uint64_t, Request*> awaiting_reply_;  // cookie -> send

@@ -12,6 +12,7 @@
 #include "group/engine.hpp"
 #include "group/reduce.hpp"
 
+#include <memory>
 #include <vector>
 
 namespace weft::group {
@@ -34,8 +35,15 @@ struct Schedule {
     std::vector<Step> steps;
     size_t pc = 0;
     std::vector<Request*> inflight;
-    std::vector<uint8_t> scratch;
     Status error = WEFT_OK;
+
+    Schedule() = default;
+    Schedule(const Schedule&) = delete;
+    Schedule& operator=(const Schedule&) = delete;
+    ~Schedule();
+    // Uninitialised scratch of at least n bytes, recycled by the engine
+    // (no page faults and no zero-fill per large collective).
+    uint8_t* scratch(size_t n);
 
     void add_send(uint32_t peer, const void* src, size_t bytes) {
         steps.push_back(Step{Step::send, peer, nullptr, static_cast<const uint8_t*>(src), bytes});
@@ -56,6 +64,10 @@ struct Schedule {
     bool advance();
     // A member failed: abandon the in-flight steps and finish with st.
     void fail(Status st);
+
+private:
+    std::unique_ptr<uint8_t[]> scratch_;
+    size_t scratch_size_ = 0;
 };
 
 }  // namespace weft::group
