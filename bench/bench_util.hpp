@@ -11,21 +11,18 @@
 // the same, so their ratio is fair.
 #pragma once
 
+#include "bench_stats.h"
+
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sched.h>
-#include <time.h>
-#include <vector>
 
 namespace bench {
 
-inline uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+inline uint64_t now_ns() { return bench_now_ns(); }
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -69,49 +66,18 @@ inline bool spin_until(Done&& done, Poll&& poll, uint64_t limit_ns = wait_limit_
     }
 }
 
-// Per-iteration samples as a histogram: exact to 1 ns below 1024 ns, then
-// 64 buckets per power of two (under 1.6% error). A histogram rather than a
-// sample array because the timed loop must stay in cache: storing samples
-// into a megabytes-long buffer takes a store miss every few iterations, and
-// the next locked instruction (every fetch-add) waits for that store to
-// drain — it doubled the measured floor. The counts here are ~18 KB, of
-// which a run touches a few lines.
+// Per-iteration samples (the histogram of bench_stats.h, which says why a
+// histogram and not a sample array).
 class Samples {
 public:
-    explicit Samples(uint64_t /*iterations*/) : counts_(linear + (64 - 10) * sub, 0) {}
-    void add(uint64_t ns) {
-        ++counts_[index(ns)];
-        ++n_;
-    }
+    explicit Samples(uint64_t /*iterations*/) : h_(std::make_unique<bench_hist_t>()) {}
+    void add(uint64_t ns) { bench_hist_add(h_.get(), ns); }
     // q in [0, 1]: the smallest bucket value with at least q of the samples
     // at or below it.
-    double percentile(double q) const {
-        if (n_ == 0) return 0;
-        uint64_t want = static_cast<uint64_t>(q * static_cast<double>(n_));
-        if (want == 0) want = 1;
-        uint64_t seen = 0;
-        for (size_t i = 0; i < counts_.size(); ++i) {
-            seen += counts_[i];
-            if (seen >= want) return static_cast<double>(value(i));
-        }
-        return static_cast<double>(value(counts_.size() - 1));
-    }
+    double percentile(double q) const { return bench_hist_percentile(h_.get(), q); }
 
 private:
-    static constexpr uint64_t linear = 1024;  // 1-ns buckets below this
-    static constexpr uint64_t sub = 64;       // buckets per power of two above
-    static size_t index(uint64_t ns) {
-        if (ns < linear) return ns;
-        const unsigned msb = 63u - static_cast<unsigned>(__builtin_clzll(ns));
-        return linear + (msb - 10) * sub + ((ns >> (msb - 6)) & (sub - 1));
-    }
-    static uint64_t value(size_t i) {
-        if (i < linear) return i;
-        const uint64_t k = i - linear, msb = 10 + k / sub;
-        return (sub + k % sub) << (msb - 6);
-    }
-    std::vector<uint32_t> counts_;
-    uint64_t n_ = 0;
+    std::unique_ptr<bench_hist_t> h_;  // ~18 KB, zeroed
 };
 
 // Runs `op` once per benchmark iteration; times every `every`-th one (a

@@ -6,9 +6,12 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# mpich is for bench/run_mpi_compare.sh only; Open MPI keeps the mpirun/mpicc
+# alternatives (Debian gives it priority 50 against MPICH's 40), which the
+# PMIx tests use.
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git ca-certificates \
   libhwloc-dev libucx-dev ucx-utils libpmix-dev libibverbs-dev librdmacm-dev ibverbs-providers \
   libgtest-dev libbenchmark-dev \
-  openmpi-bin libopenmpi-dev \
+  openmpi-bin libopenmpi-dev mpich libmpich-dev \
   clang-14 libclang-rt-14-dev procps >/dev/null

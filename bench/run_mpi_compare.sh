@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# run_mpi_compare.sh BUILD_DIR [OUT_DIR] — weft against Debian's Open MPI and
+# MPICH on this machine, in one run: 8-byte ping-pong, barrier, 8-byte
+# allreduce and 1 MiB allreduce at 2, 4 and 8 ranks (issue 4's performance
+# section). Every program runs bench/coll_bench.h's code; only the library
+# underneath differs (bench/coll_weft.cpp, bench/mpi/coll_mpi.c).
+#
+# Builds coll_mpi.c with mpicc.openmpi and mpicc.mpich into OUT_DIR, then, for
+# each rank count, runs the lanes one after the other (so that a change of
+# machine load hits neighbouring numbers alike):
+#   weft-shm       weft-run --transport shm
+#   openmpi        mpirun --mca pml ob1 --mca btl self,vader (its defaults otherwise)
+#   mpich          mpiexec.mpich (hydra; Debian's build is ch4:ucx)
+#   weft-ucx-shm   weft-run --transport ucx, UCX_TLS=shm            (extra row)
+#   openmpi-yield  the openmpi lane plus --mca mpi_yield_when_idle 1 (extra row)
+# and prints a markdown table with the ratios weft/Open MPI and weft/MPICH
+# (bench/coll_report.py). A lane whose tools are missing is skipped and shows
+# n/a. Every run is bounded by `timeout`.
+#
+# Environment: RANKS ("2 4 8"), ITERS (20000), WARMUP (1000), BW_ITERS (200),
+# BW_WARMUP (10), BUDGET_MS (3000: per test; a lane that is slower runs fewer
+# iterations and says so), ROUNDS (1: repeat everything, the table takes the
+# median), RUN_TIMEOUT (180 s per run).
+set -u -o pipefail
+
+BUILD=${1:?usage: run_mpi_compare.sh BUILD_DIR [OUT_DIR]}
+BUILD=$(cd "$BUILD" && pwd)
+OUT=${2:-$BUILD/bench/mpi-compare-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SRC=$(cd "$(dirname "$0")" && pwd)
+RANKS=${RANKS:-"2 4 8"}
+ROUNDS=${ROUNDS:-1}
+RUN_TIMEOUT=${RUN_TIMEOUT:-180}
+ARGS=(--iters "${ITERS:-20000}" --warmup "${WARMUP:-1000}" --bw-iters "${BW_ITERS:-200}"
+      --bw-warmup "${BW_WARMUP:-10}" --budget-ms "${BUDGET_MS:-3000}")
+FAILED=0
+: > "$OUT/commands.txt"
+: > "$OUT/results.txt"
+
+log() { printf '== %s\n' "$*" >&2; }
+
+# run LANE RANKS ROUND CMD...: runs one lane, logs the exact command, keeps
+# its RESULT lines (tagged with the round) in results.txt.
+run() {
+    local lane=$1 n=$2 round=$3
+    shift 3
+    local logf="$OUT/$lane-n$n-r$round.log"
+    printf '%s\n' "$*" >> "$OUT/commands.txt"
+    log "$lane n=$n round $round"
+    if ! env "$@" > "$logf" 2>&1; then
+        log "$lane n=$n FAILED (see $logf)"
+        tail -5 "$logf" >&2
+        FAILED=1
+    fi
+    grep '^RESULT ' "$logf" | sed "s/\$/ round=$round/" >> "$OUT/results.txt"
+}
+
+# The MPI programs: one source, two libraries.
+declare -A MPI_BIN
+for lib in openmpi mpich; do
+    if command -v "mpicc.$lib" > /dev/null; then
+        if "mpicc.$lib" -O2 -Wall -Wextra -I"$SRC" "$SRC/mpi/coll_mpi.c" -o "$OUT/coll_$lib" \
+            > "$OUT/build-$lib.log" 2>&1; then
+            MPI_BIN[$lib]="$OUT/coll_$lib"
+        else
+            log "mpicc.$lib failed (see $OUT/build-$lib.log)"
+            FAILED=1
+        fi
+    else
+        log "SKIP $lib: mpicc.$lib not found (apt-get install libopenmpi-dev / libmpich-dev)"
+    fi
+done
+
+WEFT=(timeout "$RUN_TIMEOUT" "$BUILD/tools/weft-run" --timeout $((RUN_TIMEOUT - 10)))
+OMPI=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout "$RUN_TIMEOUT" mpirun.openmpi
+      --oversubscribe --mca pml ob1 --mca btl self,vader)
+
+machine() {
+    echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "host: $(hostname), nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "uptime: $(uptime)"
+    echo "weft: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null) ($BUILD)"
+    echo "open mpi: $(mpirun.openmpi --version 2>/dev/null | head -1)"
+    echo "mpich: $(mpichversion 2>/dev/null | grep -E 'Version|Device' | tr -s ' \t' ' ' | paste -sd ',')"
+    echo "packages: $(dpkg-query -W -f '${Package} ${Version}, ' libucx0 libopenmpi3 libmpich12 2>/dev/null | sed 's/, $//')"
+    echo "arguments: ${ARGS[*]}"
+}
+machine > "$OUT/machine.txt"
+
+for round in $(seq 1 "$ROUNDS"); do
+    for n in $RANKS; do
+        run weft-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 "${WEFT[@]}" --transport shm -n "$n" \
+            "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm
+        [ -n "${MPI_BIN[openmpi]:-}" ] &&
+            run openmpi "$n" "$round" "${OMPI[@]}" -n "$n" "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi
+        [ -n "${MPI_BIN[mpich]:-}" ] &&
+            run mpich "$n" "$round" timeout "$RUN_TIMEOUT" mpiexec.mpich -n "$n" "${MPI_BIN[mpich]}" \
+                "${ARGS[@]}" --label mpich
+        run weft-ucx-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 UCX_TLS=shm "${WEFT[@]}" --transport ucx \
+            -n "$n" "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-ucx-shm
+        [ -n "${MPI_BIN[openmpi]:-}" ] &&
+            run openmpi-yield "$n" "$round" "${OMPI[@]}" --mca mpi_yield_when_idle 1 -n "$n" \
+                "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi-yield
+    done
+done
+echo "uptime after: $(uptime)" >> "$OUT/machine.txt"
+
+python3 "$SRC/coll_report.py" "$OUT" | tee "$OUT/table.md"
+log "results in $OUT"
+exit $FAILED
