@@ -56,11 +56,24 @@ weft_comm* new_handle(Engine& e, Comm* c) {
     return c->handle;
 }
 
+// An enum argument's value as an int, read without loading the enum: a C
+// caller may pass any int, which is undefined behaviour to load as the C++
+// enum type.
+template <typename E>
+int raw(E e) {
+    static_assert(sizeof(E) == sizeof(int));
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+bool type_ok(weft_datatype_t t) { return raw(t) >= 0 && raw(t) < WEFT_DATATYPE_COUNT_; }
+bool op_ok(weft_op_t op) { return raw(op) >= 0 && raw(op) < WEFT_OP_COUNT_; }
+
 // Bytes of count elements of type, or a status for a bad type / overflow /
 // NULL buffer.
 Status buffer_bytes(const void* buf, size_t count, weft_datatype_t type, size_t& bytes, const char* fn) {
+    if (!type_ok(type)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown datatype %d", fn, raw(type));
     const size_t es = weft::group::datatype_size(type);
-    if (es == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown datatype %d", fn, static_cast<int>(type));
     if (count > SIZE_MAX / es) return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "%s: %zu elements overflow", fn, count);
     bytes = count * es;
     if (!buf && bytes) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: buffer is NULL with %zu elements", fn, count);
@@ -167,9 +180,9 @@ Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t co
     size_t bytes = 0;
     Status st = buffer_bytes(recvbuf ? recvbuf : reinterpret_cast<void*>(1), count, type, bytes, fn);
     if (st != WEFT_OK) return st;
+    if (!op_ok(op)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown operation %d", fn, raw(op));
     if (!weft::group::reduce_fn(type, op))
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: operation %d does not apply to datatype %d", fn, static_cast<int>(op),
-                         static_cast<int>(type));
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: operation %d does not apply to datatype %d", fn, raw(op), raw(type));
     if (bytes && !sendbuf) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: sendbuf is NULL", fn);
     if (bytes && needs_recv && !recvbuf) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: recvbuf is NULL", fn);
     (void)c;
@@ -352,8 +365,8 @@ extern "C" {
 
 weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
     REQUIRE_PTR(bytes);
+    if (!type_ok(type)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
-    if (!n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", static_cast<int>(type));
     *bytes = n;
     return WEFT_OK;
 }
@@ -361,8 +374,8 @@ weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
 weft_status_t weft_msg_status_count(const weft_msg_status_t* status, weft_datatype_t type, size_t* count) {
     REQUIRE_PTR(status);
     REQUIRE_PTR(count);
+    if (!type_ok(type)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
-    if (!n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", static_cast<int>(type));
     if (status->bytes % n)
         return WEFT_FAIL(WEFT_ERR_TRUNCATE, "weft_msg_status_count: %zu bytes are not a whole number of %zu-byte elements",
                          status->bytes, n);

@@ -44,6 +44,8 @@ int32_t Comm::rank_of_job(uint32_t job_rank) const {
 Engine::Engine(Runtime& rt) : rt_(rt) {}
 
 Engine::~Engine() {
+    rt_.set_progress_hook(nullptr, nullptr);
+    rt_.set_failure_listener(nullptr, nullptr);
     for (auto& c : comms_)
         if (c->handle) {
             c->handle->magic = weft_comm::dead_magic;
@@ -52,14 +54,14 @@ Engine::~Engine() {
 }
 
 void Engine::shutdown() {
+    // The hook stays: the transport's finalize barrier progresses, and a
+    // reply owed for a message arriving then must still go out.
     flush_deferred();
     for (auto& r : requests_)
         if (r->exposed_live) {
             rt_.backend().unexpose(r->exposed);
             r->exposed_live = false;
         }
-    rt_.set_progress_hook(nullptr, nullptr);
-    rt_.set_failure_listener(nullptr, nullptr);
 }
 
 Status Engine::init() {

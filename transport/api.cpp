@@ -11,6 +11,7 @@
 
 #include <weft/comm.h>
 
+#include <cstring>
 #include <new>
 
 using weft::Runtime;
@@ -88,8 +89,10 @@ extern "C" {
 weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t* provided,
                                weft_context_t* ctx_out) {
     if (!ctx_out) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init: ctx_out is NULL");
-    if (required != WEFT_THREAD_SERIALIZED && required != WEFT_THREAD_MULTIPLE)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init_thread: unknown thread level %d", static_cast<int>(required));
+    int level;  // read as an int: a C caller may pass any value, not loadable as the enum
+    std::memcpy(&level, &required, sizeof level);
+    if (level != WEFT_THREAD_SERIALIZED && level != WEFT_THREAD_MULTIPLE)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init_thread: unknown thread level %d", level);
     return guarded([&]() -> Status {
         auto rt = std::make_unique<Runtime>();
         auto c = std::make_unique<weft_context>();

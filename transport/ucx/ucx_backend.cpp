@@ -413,8 +413,15 @@ Status UcxBackend::complete(ucs_status_ptr_t req, uint32_t peer, const char* wha
             return s == UCS_OK ? WEFT_OK : map_ucs(s, what, peer);
         }
         if (rt_.peer_failed(peer) || eps_[peer].dead) {
-            abandon(req);
-            return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "ucx %s: peer %u failed during the operation", what, peer);
+            // With peer error handling UCX completes (purges) every request
+            // of a failed endpoint itself; until it has, a reply the peer
+            // wrote before it died may still land in our buffer (a get over
+            // tcp), so keep progressing rather than give the buffer back.
+            // Without it (shm possible) UCX never reports: abandon.
+            if (!peer_err_mode_) {
+                abandon(req);
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "ucx %s: peer %u failed during the operation", what, peer);
+            }
         }
         if (d.passed()) {
             abandon(req);
@@ -611,6 +618,12 @@ Status UcxBackend::flush(weft_window& w, uint32_t rank) {
 
 // ------------------------------------------- zero-copy rendezvous (p2p)
 Status UcxBackend::expose(const void* buf, size_t len, ExposedBuffer& out) {
+    // Over tcp (the only case with peer error handling here) UCX emulates a
+    // get with messages that the *exposing* side serves, and UCX 1.13 aborts
+    // the process (ucp_request.inl "unexpected error: Endpoint timeout")
+    // when the puller dies before the reply is sent. Large messages then go
+    // as UCX rendezvous active messages instead, which survive a dead peer.
+    if (peer_err_mode_) return WEFT_ERR_UNSUPPORTED;
     // Registration per message: this is the large-message path, where the
     // copy it saves costs far more than the registration.
     ucp_mem_map_params_t mp;
