@@ -127,6 +127,13 @@ uint32_t Engine::advance_schedules() {
             bool sends_pending = false;
             for (Request* q : s.inflight) sends_pending |= live(q) && !q->done;
             if (sends_pending) {  // a failed schedule's rendezvous sends: see Schedule::fail
+                if (!s.reported_wait) {
+                    s.reported_wait = true;
+                    for (Request* q : s.inflight)
+                        if (live(q) && !q->done)
+                            WEFT_LOG(warn, "failed collective on %llx waits for job rank %u to answer its rendezvous",
+                                     static_cast<unsigned long long>(r->comm->id), q->dest_peer);
+                }
                 ++i;
                 continue;
             }

@@ -76,7 +76,7 @@ Status Engine::init() {
     rt_.am_register_internal(am_msg, on_msg, this);
     rt_.am_register_internal(am_reply, on_reply, this);
     rt_.set_progress_hook(on_progress, this);
-    rt_.set_failure_listener(on_peer_failed, this);
+    rt_.set_failure_listener(on_peer_gone, this);
 
     std::vector<uint32_t> members(rt_.size());
     for (uint32_t i = 0; i < rt_.size(); ++i) members[i] = i;
@@ -533,8 +533,18 @@ uint32_t Engine::on_progress(void* arg) {
     return n;
 }
 
-void Engine::on_peer_failed(void* arg, uint32_t peer) {
+void Engine::on_peer_gone(void* arg, uint32_t peer, bool departed) {
     auto* self = static_cast<Engine*>(arg);
+    if (departed) {
+        // It finalized: it will never pull or answer what we still wait for
+        // (a send it never received is the application's error; after a
+        // failure elsewhere, ranks stop meeting and this happens normally).
+        for (auto [cookie, r] : std::vector<std::pair<uint64_t, Request*>>(self->awaiting_reply_.begin(),
+                                                                           self->awaiting_reply_.end()))
+            if (r->dest_peer == peer)
+                self->complete(*r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: job rank %u finalized without receiving it", peer));
+        return;
+    }
     // Receives naming it and sends waiting for its reply can never finish.
     for (auto& c : self->comms_) {
         const int32_t cr = c->rank_of_job(peer);

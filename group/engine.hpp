@@ -220,7 +220,7 @@ private:
     static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
     static void on_reply(void* arg, uint32_t source_peer, const void* payload, size_t len);
     static uint32_t on_progress(void* arg);
-    static void on_peer_failed(void* arg, uint32_t peer);
+    static void on_peer_gone(void* arg, uint32_t peer, bool departed);
     void arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body, size_t body_len);
     void deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, size_t len);
     void start_pull(Request& r, const Unexpected& u);

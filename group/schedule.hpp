@@ -36,6 +36,7 @@ struct Schedule {
     size_t pc = 0;
     std::vector<Request*> inflight;
     Status error = WEFT_OK;
+    bool reported_wait = false;  // logged what a failed schedule still waits for
 
     Schedule() = default;
     Schedule(const Schedule&) = delete;

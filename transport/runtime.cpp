@@ -214,11 +214,12 @@ uint32_t Runtime::dispatch_failures() {
         failure_reported_[p] = 1;
         if (departed(p)) {
             WEFT_LOG(debug, "peer %u finalized and exited: departed, not failed", p);
+            if (failure_listener_) failure_listener_(failure_listener_arg_, p, true);
             continue;
         }
         ++n;
         backend_->peer_failed(p);
-        if (failure_listener_) failure_listener_(failure_listener_arg_, p);
+        if (failure_listener_) failure_listener_(failure_listener_arg_, p, false);
         if (failure_handler_) failure_handler_(failure_arg_, p);
     }
     return n;

@@ -74,9 +74,11 @@ public:
     // ------------------------------------------- hooks for the layers above
     // group/ registers these once, right after init. The progress hook runs
     // at the end of every progress() (never nested inside itself); the
-    // failure listener runs once per failed peer, before the user's handler.
+    // failure listener runs once per peer that is gone, before the user's
+    // handler: departed = it finalized and exited (no failure: the user's
+    // handler does not run), else it failed.
     using ProgressHook = uint32_t (*)(void* arg);
-    using FailureListener = void (*)(void* arg, uint32_t peer);
+    using FailureListener = void (*)(void* arg, uint32_t peer, bool departed);
     void set_progress_hook(ProgressHook h, void* arg) { progress_hook_ = h, progress_hook_arg_ = arg; }
     void set_failure_listener(FailureListener l, void* arg) { failure_listener_ = l, failure_listener_arg_ = arg; }
 
