@@ -66,14 +66,14 @@ int raw(E e) {
     std::memcpy(&v, &e, sizeof v);
     return v;
 }
-bool type_ok(weft_datatype_t t) { return raw(t) >= 0 && raw(t) < WEFT_DATATYPE_COUNT_; }
-bool op_ok(weft_op_t op) { return raw(op) >= 0 && raw(op) < WEFT_OP_COUNT_; }
+bool type_ok(int t) { return t >= 0 && t < WEFT_DATATYPE_COUNT_; }
+bool op_ok(int op) { return op >= 0 && op < WEFT_OP_COUNT_; }
 
 // Bytes of count elements of type, or a status for a bad type / overflow /
 // NULL buffer.
-Status buffer_bytes(const void* buf, size_t count, weft_datatype_t type, size_t& bytes, const char* fn) {
-    if (!type_ok(type)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown datatype %d", fn, raw(type));
-    const size_t es = weft::group::datatype_size(type);
+Status buffer_bytes(const void* buf, size_t count, int type, size_t& bytes, const char* fn) {
+    if (!type_ok(type)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown datatype %d", fn, type);
+    const size_t es = weft::group::datatype_size(weft_datatype_t(type));
     if (count > SIZE_MAX / es) return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "%s: %zu elements overflow", fn, count);
     bytes = count * es;
     if (!buf && bytes) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: buffer is NULL with %zu elements", fn, count);
@@ -126,7 +126,7 @@ Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
     return e.finish(*r, status);
 }
 
-Status send_common(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, uint32_t dest, int32_t tag,
                    bool sync, weft_request_t* req, const char* fn) {
     REQUIRE_COMM(comm, c);
     size_t bytes = 0;
@@ -146,7 +146,7 @@ Status send_common(weft_comm_t comm, const void* buf, size_t count, weft_datatyp
     });
 }
 
-Status recv_common(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t source, int32_t tag,
                    weft_request_t* req, weft_msg_status_t* status, const char* fn) {
     REQUIRE_COMM(comm, c);
     size_t bytes = 0;
@@ -175,25 +175,27 @@ Status coll_finish(Engine& eng, Request* r, weft_request_t* req) {
     return wait_and_finish(eng, r, nullptr);
 }
 
-Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                    weft_op_t op, bool needs_recv, const char* fn) {
+Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t count, int type, int op,
+                    bool needs_recv, const char* fn) {
     size_t bytes = 0;
     Status st = buffer_bytes(recvbuf ? recvbuf : reinterpret_cast<void*>(1), count, type, bytes, fn);
     if (st != WEFT_OK) return st;
-    if (!op_ok(op)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown operation %d", fn, raw(op));
-    if (!weft::group::reduce_fn(type, op))
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: operation %d does not apply to datatype %d", fn, raw(op), raw(type));
+    if (!op_ok(op)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown operation %d", fn, op);
+    if (!weft::group::reduce_fn(weft_datatype_t(type), weft_op_t(op)))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: operation %d does not apply to datatype %d", fn, op, type);
     if (bytes && !sendbuf) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: sendbuf is NULL", fn);
     if (bytes && needs_recv && !recvbuf) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: recvbuf is NULL", fn);
     (void)c;
     return WEFT_OK;
 }
 
-Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                        weft_op_t op, weft_request_t* req, const char* fn) {
+Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int raw_type, int raw_op,
+                        weft_request_t* req, const char* fn) {
     REQUIRE_COMM(comm, c);
-    Status st = check_reduce(*c, sendbuf, recvbuf, count, type, op, true, fn);
+    Status st = check_reduce(*c, sendbuf, recvbuf, count, raw_type, raw_op, true, fn);
     if (st != WEFT_OK) return st;
+    const auto type = weft_datatype_t(raw_type);
+    const auto op = weft_op_t(raw_op);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         if (!req && eng.flags_usable(*c, count * weft::group::datatype_size(type)))
@@ -204,7 +206,7 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
     });
 }
 
-Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
+Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int type, void* recvbuf,
                         weft_request_t* req, const char* fn) {
     REQUIRE_COMM(comm, c);
     size_t bytes = 0;
@@ -219,7 +221,7 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, wef
     });
 }
 
-Status bcast_common(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root, weft_request_t* req,
+Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_t root, weft_request_t* req,
                     const char* fn) {
     REQUIRE_COMM(comm, c);
     size_t bytes = 0;
@@ -365,7 +367,7 @@ extern "C" {
 
 weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
     REQUIRE_PTR(bytes);
-    if (!type_ok(type)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", raw(type));
+    if (!type_ok(raw(type))) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
     *bytes = n;
     return WEFT_OK;
@@ -374,7 +376,7 @@ weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
 weft_status_t weft_msg_status_count(const weft_msg_status_t* status, weft_datatype_t type, size_t* count) {
     REQUIRE_PTR(status);
     REQUIRE_PTR(count);
-    if (!type_ok(type)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", raw(type));
+    if (!type_ok(raw(type))) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
     if (status->bytes % n)
         return WEFT_FAIL(WEFT_ERR_TRUNCATE, "weft_msg_status_count: %zu bytes are not a whole number of %zu-byte elements",
@@ -510,29 +512,29 @@ weft_status_t weft_comm_free(weft_comm_t* comm) {
 
 // ------------------------------------------------------ point-to-point
 weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
-    return send_common(comm, buf, count, type, dest, tag, false, nullptr, __func__);
+    return send_common(comm, buf, count, raw(type), dest, tag, false, nullptr, __func__);
 }
 weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
-    return send_common(comm, buf, count, type, dest, tag, true, nullptr, __func__);
+    return send_common(comm, buf, count, raw(type), dest, tag, true, nullptr, __func__);
 }
 weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                          weft_request_t* req) {
     REQUIRE_PTR(req);
-    return send_common(comm, buf, count, type, dest, tag, false, req, __func__);
+    return send_common(comm, buf, count, raw(type), dest, tag, false, req, __func__);
 }
 weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                           weft_request_t* req) {
     REQUIRE_PTR(req);
-    return send_common(comm, buf, count, type, dest, tag, true, req, __func__);
+    return send_common(comm, buf, count, raw(type), dest, tag, true, req, __func__);
 }
 weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                         weft_msg_status_t* status) {
-    return recv_common(comm, buf, count, type, source, tag, nullptr, status, __func__);
+    return recv_common(comm, buf, count, raw(type), source, tag, nullptr, status, __func__);
 }
 weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                          weft_request_t* req) {
     REQUIRE_PTR(req);
-    return recv_common(comm, buf, count, type, source, tag, req, nullptr, __func__);
+    return recv_common(comm, buf, count, raw(type), source, tag, req, nullptr, __func__);
 }
 
 weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
@@ -684,18 +686,18 @@ weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
     return barrier_common(comm, req);
 }
 weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
-    return bcast_common(comm, buf, count, type, root, nullptr, __func__);
+    return bcast_common(comm, buf, count, raw(type), root, nullptr, __func__);
 }
 weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
                           weft_request_t* req) {
     REQUIRE_PTR(req);
-    return bcast_common(comm, buf, count, type, root, req, __func__);
+    return bcast_common(comm, buf, count, raw(type), root, req, __func__);
 }
 weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op, uint32_t root) {
     REQUIRE_COMM(comm, c);
     Status st = check_root(*c, root, __func__);
-    if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, type, op, c->rank == root, __func__);
+    if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, raw(type), raw(op), c->rank == root, __func__);
     if (st == WEFT_OK && sendbuf == WEFT_IN_PLACE && c->rank != root)
         st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_reduce: WEFT_IN_PLACE is for the root only");
     if (st != WEFT_OK) return st;
@@ -708,20 +710,20 @@ weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, 
 }
 weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                              weft_op_t op) {
-    return allreduce_common(comm, sendbuf, recvbuf, count, type, op, nullptr, __func__);
+    return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), nullptr, __func__);
 }
 weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                               weft_op_t op, weft_request_t* req) {
     REQUIRE_PTR(req);
-    return allreduce_common(comm, sendbuf, recvbuf, count, type, op, req, __func__);
+    return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), req, __func__);
 }
 weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
-    return allgather_common(comm, sendbuf, count, type, recvbuf, nullptr, __func__);
+    return allgather_common(comm, sendbuf, count, raw(type), recvbuf, nullptr, __func__);
 }
 weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
                               weft_request_t* req) {
     REQUIRE_PTR(req);
-    return allgather_common(comm, sendbuf, count, type, recvbuf, req, __func__);
+    return allgather_common(comm, sendbuf, count, raw(type), recvbuf, req, __func__);
 }
 
 }  // extern "C"
