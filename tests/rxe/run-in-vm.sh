@@ -33,7 +33,8 @@ shift 2
 VM_TIMEOUT=${WEFT_VM_TIMEOUT:-900}
 VM_MEM=${WEFT_VM_MEM:-6G}
 WORK=$BUILD_DIR/rxe-vm
-mkdir -p "$WORK"
+CACHE=${WEFT_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft-rxe-vm}
+mkdir -p "$WORK" "$CACHE"
 
 skip_or_fail() {
   if [ "${CI:-}" = true ]; then
@@ -57,7 +58,7 @@ if [ -z "$KPKG" ]; then
   KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-6\.[0-9.]+-[0-9]+-amd64$/{print $2; exit}')
 fi
 [ -n "$KPKG" ] || skip_or_fail "apt knows no linux-image-amd64 (run apt-get update)"
-KDIR=$WORK/$KPKG
+KDIR=$CACHE/$KPKG
 if [ ! -f "$KDIR/.unpacked" ]; then
   rm -rf "$KDIR" && mkdir -p "$KDIR"
   echo "rxe VM: fetching $KPKG with apt-get download" >&2
@@ -81,9 +82,9 @@ MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_p
 netfs fscache 9pnet 9pnet_virtio 9p overlay
 crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe
 ib_cm iw_cm configfs rdma_cm rdma_ucm"
-INITRD=$WORK/initramfs-$KVER.cpio
+INITRD=$CACHE/initramfs-$KVER.cpio
 if [ ! -f "$INITRD" ] || [ "$0" -nt "$INITRD" ]; then
-  IR=$WORK/initramfs
+  IR=$CACHE/initramfs
   rm -rf "$IR" && mkdir -p "$IR"/{bin,dev,proc,sys,mnt,host,newroot,upper,modules}
   cp /bin/busybox "$IR/bin/busybox"
   for m in $MODULES; do
