@@ -46,10 +46,13 @@ uint8_t* alloc_pages(size_t len) {
     return static_cast<uint8_t*>(p);
 }
 
-// IB timeout exponent: 4.096 µs · 2^t per attempt. 14 ≈ 67 ms, with 7
+// IB timeout exponent: 4.096 µs · 2^t per attempt. 14 ≈ 67 ms, with 6
 // retries ≈ 0.5 s from a dead peer's silence to IBV_WC_RETRY_EXC_ERR.
 uint8_t qp_timeout() { return static_cast<uint8_t>(std::min<uint64_t>(env_u64("WEFT_VERBS_TIMEOUT", 14), 31)); }
-uint8_t qp_retry() { return static_cast<uint8_t>(std::min<uint64_t>(env_u64("WEFT_VERBS_RETRY", 7), 7)); }
+// Verbs trap: rdma_rxe treats retry_cnt == 7 like rnr_retry == 7, i.e.
+// "retry forever" (rxe_comp.c), so a dead peer would never surface. 6 is
+// finite everywhere.
+uint8_t qp_retry() { return static_cast<uint8_t>(std::min<uint64_t>(env_u64("WEFT_VERBS_RETRY", 6), 6)); }
 
 }  // namespace
 

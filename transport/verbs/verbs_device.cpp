@@ -164,7 +164,8 @@ int describe_devices(FILE* out) {
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
     if (!list) {
-        std::fprintf(out, "  (ibv_get_device_list: %s)\n", std::strerror(errno));
+        std::fprintf(out, "  none: ibv_get_device_list: %s%s\n", std::strerror(errno),
+                     errno == ENOSYS ? " (this kernel has no RDMA support; see tests/rxe/run-in-vm.sh)" : "");
         return 0;
     }
     if (n == 0) std::fprintf(out, "  no RDMA devices (none in /sys/class/infiniband)\n");
