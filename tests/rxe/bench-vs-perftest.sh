@@ -39,36 +39,50 @@ perftest() {
   echo "$r"
 }
 
-echo "=== perftest (device $DEV, gid $GID, $ITERS iterations)"
-W=$(perftest ib_write_lat -s 8 -p 18515)
-A=$(perftest ib_atomic_lat -A FETCH_AND_ADD -p 18516)
-[ -n "$W" ] || { cat "$OUT/ib_write_lat.client"; echo "ib_write_lat failed"; exit 1; }
-[ -n "$A" ] || { cat "$OUT/ib_atomic_lat.client"; echo "ib_atomic_lat failed"; exit 1; }
-echo "ib_write_lat  (half round trip): $W"
-echo "ib_atomic_lat (full round trip): $A"
+ROUNDS=${BENCH_ROUNDS:-1}
+# Rounds alternate perftest and weft, so a burst of host load (TCG shares
+# the host's cores) hits both sides of a ratio alike; the summary takes the
+# median over rounds.
+for r in $(seq "$ROUNDS"); do
+  echo "=== round $r/$ROUNDS: perftest (device $DEV, gid $GID, $ITERS iterations)"
+  W=$(perftest ib_write_lat -s 8 -p 18515)
+  A=$(perftest ib_atomic_lat -A FETCH_AND_ADD -p 18516)
+  [ -n "$W" ] || { cat "$OUT/ib_write_lat.client"; echo "ib_write_lat failed"; exit 1; }
+  [ -n "$A" ] || { cat "$OUT/ib_atomic_lat.client"; echo "ib_atomic_lat failed"; exit 1; }
+  echo "ib_write_lat  (half round trip): $W"
+  echo "ib_atomic_lat (full round trip): $A"
+  echo "$W" >"$OUT/write.$r"
+  echo "$A" >"$OUT/atomic.$r"
+  echo "=== round $r/$ROUNDS: weft verbs (weft_bench under weft-run -n 2)"
+  WEFT_TRANSPORT=verbs timeout 300 "$B"/tools/weft-run --timeout 280 --transport verbs -n 2 \
+    "$B"/bench/weft_bench --benchmark_filter='^verbs/(put_pingpong|fadd_latency)/' \
+    --benchmark_min_time=2 --benchmark_out="$OUT/weft.$r.json" --benchmark_out_format=json >"$OUT/weft.txt" 2>&1 ||
+    { cat "$OUT/weft.txt"; exit 1; }
+  grep -E '^verbs/' "$OUT/weft.txt" || true
+done
 
-echo "=== weft verbs (weft_bench under weft-run -n 2)"
-WEFT_TRANSPORT=verbs timeout 300 "$B"/tools/weft-run --timeout 280 --transport verbs -n 2 \
-  "$B"/bench/weft_bench --benchmark_filter='^verbs/(put_pingpong|fadd_latency)/' \
-  --benchmark_min_time=2 --benchmark_out="$OUT/weft.json" --benchmark_out_format=json >"$OUT/weft.txt" 2>&1 ||
-  { cat "$OUT/weft.txt"; exit 1; }
-
-cat "$OUT/weft.txt"
-python3 - "$OUT/weft.json" "$W" "$A" <<'PY'
-import json, sys
-bench = {b["name"].split("/real_time")[0]: b for b in json.load(open(sys.argv[1]))["benchmarks"]}
-w = sys.argv[2].split(); a = sys.argv[3].split()
-# perftest columns: bytes iters t_min t_max t_typical t_avg ...
-pw_typ, pw_avg = float(w[4]) * 1000, float(w[5]) * 1000
-pa_typ, pa_avg = float(a[4]) * 1000, float(a[5]) * 1000
-put = bench["verbs/put_pingpong"]; fadd = bench["verbs/fadd_latency"]
-rows = [
-    ("put 8 B, half round trip", put["p50_ns"], put["mean_ns"], "ib_write_lat -s 8", pw_typ, pw_avg),
-    ("fetch-add, full round trip", fadd["p50_ns"], fadd["mean_ns"], "ib_atomic_lat -A FETCH_AND_ADD", pa_typ, pa_avg),
-]
-print("| operation | weft p50 ns | weft mean ns | perftest | typical ns | avg ns | ratio p50/typical | ratio mean/avg |")
-print("|---|---|---|---|---|---|---|---|")
-for name, wp, wm, tool, pt, pa in rows:
-    print(f"| {name} | {wp:.0f} | {wm:.0f} | {tool} | {pt:.0f} | {pa:.0f} | {wp/pt:.2f} | {wm/pa:.2f} |")
+python3 - "$OUT" "$ROUNDS" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+rows = {"put": [], "fadd": []}
+for r in range(1, rounds + 1):
+    bench = {b["name"].split("/real_time")[0]: b for b in json.load(open(f"{out}/weft.{r}.json"))["benchmarks"]}
+    # perftest columns: bytes iters t_min t_max t_typical t_avg ...
+    w = open(f"{out}/write.{r}").read().split()
+    a = open(f"{out}/atomic.{r}").read().split()
+    put, fadd = bench["verbs/put_pingpong"], bench["verbs/fadd_latency"]
+    rows["put"].append((put["p50_ns"], put["mean_ns"], float(w[4]) * 1000, float(w[5]) * 1000))
+    rows["fadd"].append((fadd["p50_ns"], fadd["mean_ns"], float(a[4]) * 1000, float(a[5]) * 1000))
+names = {"put": ("put 8 B, half round trip", "ib_write_lat -s 8"),
+         "fadd": ("fetch-add, full round trip", "ib_atomic_lat -A FETCH_AND_ADD")}
+print("| operation | round | weft p50 ns | weft mean ns | perftest | typical ns | avg ns | p50/typical | mean/avg |")
+print("|---|---|---|---|---|---|---|---|---|")
+for k, (name, tool) in names.items():
+    for i, (wp, wm, pt, pa) in enumerate(rows[k], 1):
+        print(f"| {name} | {i} | {wp:.0f} | {wm:.0f} | {tool} | {pt:.0f} | {pa:.0f} | {wp/pt:.2f} | {wm/pa:.2f} |")
+for k, (name, tool) in names.items():
+    med_typ = statistics.median(wp / pt for wp, wm, pt, pa in rows[k])
+    med_avg = statistics.median(wm / pa for wp, wm, pt, pa in rows[k])
+    print(f"RATIO {name} vs {tool}: median p50/typical {med_typ:.2f}, median mean/avg {med_avg:.2f} over {rounds} round(s)")
 PY
 rm -rf "$OUT"

@@ -94,7 +94,9 @@ Status VerbsBackend::init() {
     for (uint32_t p = 0; p < nconns_; ++p) {
         Conn& c = conns_[p];
         c.peer = p;
-        c.ctrl = reinterpret_cast<PeerCtrl*>(ctrl_mem_) + p;
+        // Control slots are by universe index: that is how the peer, which
+        // numbers its peers differently (its own job first), addresses us.
+        c.ctrl = reinterpret_cast<PeerCtrl*>(ctrl_mem_) + rt_.peer(p).universe_index;
         c.recv = local_mem_ + size_t(p) * (recv_slots * recv_slot_size + stage_size);
         c.stage = c.recv + recv_slots * recv_slot_size;
         ibv_qp_init_attr qa{};

@@ -45,6 +45,16 @@ const char* gid_type_name(uint32_t t) {
     }
 }
 
+// GID table entry i of (ctx, port) if it is in use (non-zero).
+bool gid_entry(ibv_context* ctx, uint8_t port, int i, ibv_gid& g, uint32_t& type) {
+    ibv_gid_entry e;
+    // Empty entries fail (ENODATA): skip them.
+    if (ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(i), &e, 0) != 0) return false;
+    std::memcpy(g.raw, e.gid.raw, sizeof g.raw);
+    type = e.gid_type;
+    return !gid_is_zero(g);
+}
+
 // First ACTIVE port of ctx (or `want` if non-zero and active); 0 if none.
 uint8_t active_port(ibv_context* ctx, const ibv_device_attr& da, uint8_t want, ibv_port_attr& pa) {
     for (uint8_t p = 1; p <= da.phys_port_cnt; ++p) {
@@ -72,15 +82,12 @@ int choose_gid(ibv_context* ctx, uint8_t port, const ibv_port_attr& pa, std::str
     }
     int best = -1, best_rank = 0;
     for (int i = 0; i < pa.gid_tbl_len; ++i) {
-        ibv_gid_entry e;
-        // Empty entries fail (ENODATA): skip them.
-        if (ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(i), &e, 0) != 0) continue;
         ibv_gid g;
-        std::memcpy(g.raw, e.gid.raw, sizeof g.raw);
-        if (gid_is_zero(g)) continue;
+        uint32_t type = 0;
+        if (!gid_entry(ctx, port, i, g, type)) continue;
         int r = 0;
-        if (e.gid_type == IBV_GID_TYPE_ROCE_V2) r = gid_is_ipv4_mapped(g) ? 3 : 2;
-        else if (e.gid_type == IBV_GID_TYPE_ROCE_V1) r = 1;
+        if (type == IBV_GID_TYPE_ROCE_V2) r = gid_is_ipv4_mapped(g) ? 3 : 2;
+        else if (type == IBV_GID_TYPE_ROCE_V1) r = 1;
         if (r > best_rank) {
             best_rank = r;
             best = i;
@@ -193,12 +200,10 @@ int describe_devices(FILE* out) {
             std::string why;
             const int pick = choose_gid(ctx, p, pa, why);
             for (int g = 0; g < pa.gid_tbl_len; ++g) {
-                ibv_gid_entry e;
-                if (ibv_query_gid_ex(ctx, p, static_cast<uint32_t>(g), &e, 0) != 0) continue;
                 ibv_gid gid;
-                std::memcpy(gid.raw, e.gid.raw, sizeof gid.raw);
-                if (gid_is_zero(gid)) continue;
-                std::fprintf(out, "      gid[%d] %-40s %s%s\n", g, gid_text(gid).c_str(), gid_type_name(e.gid_type),
+                uint32_t type = 0;
+                if (!gid_entry(ctx, p, g, gid, type)) continue;
+                std::fprintf(out, "      gid[%d] %-40s %s%s\n", g, gid_text(gid).c_str(), gid_type_name(type),
                              g == pick ? "   <- weft's choice" : "");
             }
             if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && pick >= 0)
