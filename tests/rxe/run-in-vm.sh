@@ -105,14 +105,16 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 hostroot /host || d
 mount -t tmpfs -o size=2g tmpfs /upper || die "tmpfs"
 mkdir -p /upper/u /upper/w
 mount -t overlay overlay -o lowerdir=/host,upperdir=/upper/u,workdir=/upper/w /newroot || die "overlay"
-mkdir -p /newroot$BUILD
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none build /newroot$BUILD || die "9p build dir"
 mount -t proc proc /newroot/proc
 mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev
 mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 shm /newroot/dev/shm
 mount -t tmpfs -o mode=1777 tmp /newroot/tmp
+# Last: the build tree may live under /tmp (CI clones), which the tmpfs
+# above would otherwise hide.
+mkdir -p /newroot$BUILD
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none build /newroot$BUILD || die "9p build dir"
 ip link set lo up
 chroot /newroot /bin/sh -c "rdma link add rxe0 type rxe netdev lo" || die "rdma link add"
 chroot /newroot /bin/bash -c "cd $BUILD && . rxe-vm/env && bash rxe-vm/cmd.sh" </dev/console >/dev/console 2>&1
