@@ -110,9 +110,8 @@ mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev
 mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 shm /newroot/dev/shm
-mount -t tmpfs -o mode=1777 tmp /newroot/tmp
-# Last: the build tree may live under /tmp (CI clones), which the tmpfs
-# above would otherwise hide.
+# /tmp stays the overlay's (the host's, writable in the guest's tmpfs
+# upper layer): CI clones the sources under /tmp, and the guest needs them.
 mkdir -p /newroot$BUILD
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none build /newroot$BUILD || die "9p build dir"
 ip link set lo up
