@@ -9,12 +9,14 @@
 # ping-pong reported as HALF a round trip; weft's put_pingpong counters are
 # halved the same way. ib_atomic_lat is one blocking fetch-add, a FULL
 # round trip; so is weft's fadd_latency.
+# WEFT_BENCH_ROUNDS (default 1) rounds, WEFT_PERFTEST_ITERS (5000) perftest iterations:
+#   WEFT_BENCH_ROUNDS=3 bash tests/rxe/run-in-vm.sh build tests/rxe/bench-vs-perftest.sh .
 set -euo pipefail
 B=$(cd "${1:-.}" && pwd)
 DEV=${WEFT_VERBS_DEVICE:-rxe0}
 GID=$(("$B"/tools/weft-info | sed -n 's/.*weft uses gid\[\([0-9]*\)\].*/\1/p' | head -n1) || true)
 GID=${GID:-1}
-ITERS=${PERFTEST_ITERS:-5000}
+ITERS=${WEFT_PERFTEST_ITERS:-5000}
 OUT=$(mktemp -d)
 
 perftest_pair() {  # tool args... -> prints the client's result line
@@ -39,7 +41,7 @@ perftest() {
   echo "$r"
 }
 
-ROUNDS=${BENCH_ROUNDS:-1}
+ROUNDS=${WEFT_BENCH_ROUNDS:-1}
 # Rounds alternate perftest and weft, so a burst of host load (TCG shares
 # the host's cores) hits both sides of a ratio alike; the summary takes the
 # median over rounds.
