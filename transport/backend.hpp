@@ -29,6 +29,7 @@ struct RemoteRegion {
     uint64_t addr = 0;          // the region's address in the owner's process
     uint64_t size = 0;          // bytes the owner exposed
     void* rkey = nullptr;       // ucx: unpacked remote key
+    uint32_t rkey32 = 0;        // verbs: the memory region's remote key
     int32_t pid = 0;            // shm user memory: owner pid (cross-memory attach)
 };
 
@@ -108,6 +109,8 @@ Status make_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
 Status create_shm_backend(Runtime& rt, std::unique_ptr<Backend>& out);
 Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out);  // UNSUPPORTED if not built
 bool ucx_backend_built();
+Status create_verbs_backend(Runtime& rt, std::unique_ptr<Backend>& out);  // UNSUPPORTED if not built
+bool verbs_backend_built();
 
 }  // namespace weft
 

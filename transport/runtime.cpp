@@ -61,8 +61,11 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     if (st != WEFT_OK) return st;
 
     std::vector<std::pair<uint32_t, int32_t>> local;
-    for (uint32_t p = 0; p < peers_.size(); ++p)
-        if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
+    // WEFT_PIDFD_MONITOR=0 leaves failure detection to the transport alone,
+    // as for peers on other hosts (tests of the verbs QP-error path use it).
+    if (env_u64("WEFT_PIDFD_MONITOR", 1) != 0)
+        for (uint32_t p = 0; p < peers_.size(); ++p)
+            if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
     monitor_.start(local, [this](uint32_t p) { declare_failed(p, "process exited"); });
     if (before_ready) {
         st = before_ready();
@@ -133,9 +136,11 @@ Status Runtime::choose_backend() {
         st = create_shm_backend(*this, backend_);
     } else if (want == "ucx") {
         st = create_ucx_backend(*this, backend_);
+    } else if (want == "verbs") {
+        st = create_verbs_backend(*this, backend_);
     } else {
         return WEFT_FAIL(WEFT_ERR_UNKNOWN_TRANSPORT,
-                         "WEFT_TRANSPORT=%s: expected shm, ucx or auto", want.c_str());
+                         "WEFT_TRANSPORT=%s: expected shm, ucx, verbs or auto", want.c_str());
     }
     if (st != WEFT_OK) return st;
     WEFT_LOG(debug, "transport %s bound", backend_->name());

@@ -64,7 +64,7 @@ typedef struct weft_window *weft_window_t;
 
 /*
  * Initialise weft for this process. Reads the environment:
- *   WEFT_TRANSPORT   shm | ucx | auto (default auto: shm when all ranks share
+ *   WEFT_TRANSPORT   shm | ucx | verbs | auto (default auto: shm when all ranks share
  *                    this host, else ucx)
  *   WEFT_TIMEOUT_MS  deadline of every blocking call (default 30000)
  *   WEFT_LOG         error | warn | info | debug (default warn)
@@ -109,7 +109,7 @@ typedef enum weft_atomic_scope {
 } weft_atomic_scope_t;
 
 typedef struct weft_caps {
-    const char *transport;        /* "shm", "ucx" */
+    const char *transport;        /* "shm", "ucx", "verbs" */
     weft_atomic_impl_t atomics;   /* on weft-allocated windows */
     weft_atomic_impl_t atomics_registered; /* on weft_window_register memory */
     weft_atomic_scope_t atomic_scope;

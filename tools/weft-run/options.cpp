@@ -13,7 +13,7 @@ void usage() {
     std::fprintf(stderr,
                  "usage: weft-run [options] -n N prog [args...] [: -n M prog2 [args...]]...\n"
                  "  -n N                 ranks of the job that follows (each ':' starts a new job)\n"
-                 "  --transport T        shm | ucx | auto (sets WEFT_TRANSPORT)\n"
+                 "  --transport T        shm | ucx | verbs | auto (sets WEFT_TRANSPORT)\n"
                  "  --timeout SEC        kill every rank and exit 124 after SEC seconds\n"
                  "  --keep-survivors     do not kill the other ranks when one fails\n"
                  "  --no-bind            do not bind ranks to cores\n"
