@@ -316,7 +316,7 @@ void progress_loop(Layer* l) {
     while (!l->stop.load(std::memory_order_acquire)) {
         uint32_t n;
         {
-            std::lock_guard<std::mutex> g(rt.api_mutex());
+            RuntimeLock g(rt);  // MULTIPLE is forced with the thread; the gate keeps it out of a drain
             n = l->engine->poll();
         }
         // Busy while there is traffic; idle, back off to 1 ms so a

@@ -26,9 +26,29 @@ bool Engine::take_slot(uint32_t& slot) {
             // Before anyone learns the slot: flags left by the communicator
             // that had it would satisfy the new one's first waits.
             clear_flags(s);
+            reset_clock(s);
             return true;
         }
     return false;
+}
+
+// A new communicator's clock starts at zero on every member: seq and
+// finished are ours to store; the target is a remote-atomic word, so it is
+// swapped through the transport (loopback on a NIC whose atomics are not
+// coherent with ours). No raise for the old communicator can still land:
+// its free completed a barrier after every member's last raise.
+void Engine::reset_clock(uint32_t slot) {
+    for (uint64_t f : {uint64_t(WEFT_STATE_CLOCK_SEQ), uint64_t(WEFT_STATE_CLOCK_FINISHED)})
+        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(slot, f))).store(0, std::memory_order_release);
+    weft_window* w = rt_.state_window();
+    uint64_t old = 0;
+    Status st = w->ops->swap(w, rt_.rank(), WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_TARGET), 0, &old);
+    if (st != WEFT_OK) WEFT_LOG(warn, "clock slot %u: target not reset: %s", slot, weft_strerror(st));
+    uint32_t hi = 0;
+    for (uint32_t s = 0; s < slot_used_.size(); ++s)
+        if (slot_used_[s]) hi = s + 1;
+    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_DRAIN_SLOTS_HI))
+        .store(hi, std::memory_order_release);
 }
 
 void Engine::give_back_slot(uint32_t slot) {
@@ -132,6 +152,7 @@ Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n
     for (uint32_t i = 0; i < n; ++i) members[i] = parent.members[ranks[i]];
     Comm* c = nullptr;
     make_comm(id, std::move(members), std::move(slots), slot, c);
+    c->slots_known = false;  // nobody can raise its target before this exchange
     // Every member learns every member's slot (a collective on the new
     // communicator: its first, on every member).
     const uint64_t my = slot == no_slot ? UINT64_MAX : slot;
@@ -145,6 +166,7 @@ Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n
         else c->slots[i] = static_cast<uint32_t>(all[i]);
     }
     if (st == WEFT_OK && full) st = WEFT_FAIL(WEFT_ERR_BUSY, "create_from_ranks: a member has no free clock slot");
+    c->slots_known = st == WEFT_OK;
     if (st != WEFT_OK) {
         c->freeing = true;
         maybe_release_comm(c);

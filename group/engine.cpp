@@ -110,6 +110,7 @@ Request* Engine::new_request(ReqKind k, Comm* c) {
     r->dest_peer = 0;
     r->cookie = 0;
     r->exposed_live = false;
+    r->sync = false;
     r->status = weft_msg_status_t{};
     r->status.source = -1;
     r->status.tag = -1;
@@ -154,12 +155,14 @@ Status Engine::finish(Request& r, weft_msg_status_t* status) {
 
 void Engine::pause(Backoff& b) {
     if (!rt_.multi_threaded()) {
-        if (b.should_block()) rt_.backend().wait_for_event(200000);  // 0.2 ms: a failure or message wakes it
+        if (gate::closing()) gate::yield_if_closing();  // a drain runs weft meanwhile
+        else if (b.should_block()) rt_.backend().wait_for_event(200000);  // 0.2 ms: a failure or message wakes it
         else b.pause();
         return;
     }
-    // Let other threads in while we wait.
+    // Let other threads in while we wait, and a drain past us.
     rt_.api_mutex().unlock();
+    gate::yield_if_closing();
     b.pause();
     rt_.api_mutex().lock();
 }
@@ -216,11 +219,12 @@ uint64_t* Engine::state_word(uint64_t off) {
 }
 
 void Engine::count_p2p(Comm& c, uint64_t ctx_bits, bool sent) {
-    if (ctx_bits || c.slot == no_slot) return;  // collectives' own traffic is the Collective Clock's business
-    const uint64_t rank_off = sent ? WEFT_STATE_P2P_SENT_OFF : WEFT_STATE_P2P_RECEIVED_OFF;
-    const uint64_t comm_off = WEFT_STATE_CLOCK_OFF(c.slot, sent ? WEFT_STATE_CLOCK_SENT : WEFT_STATE_CLOCK_RECEIVED);
-    bump(rank_off);
-    bump(comm_off);
+    if (ctx_bits & coll_bit) return;  // collectives' own traffic is the Collective Clock's business
+    // Creation handshakes (create_bit) are not collectives: the drain must
+    // see them in transit like any message, so they count per rank.
+    bump(sent ? WEFT_STATE_P2P_SENT_OFF : WEFT_STATE_P2P_RECEIVED_OFF);
+    if (!ctx_bits && c.slot != no_slot)
+        bump(WEFT_STATE_CLOCK_OFF(c.slot, sent ? WEFT_STATE_CLOCK_SENT : WEFT_STATE_CLOCK_RECEIVED));
 }
 
 void Engine::bump(uint64_t off) {
@@ -232,11 +236,93 @@ void Engine::bump(uint64_t off) {
 }
 
 void Engine::commit_begin(Comm& c) {
-    if (c.slot != no_slot) bump(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_SEQ));
+    if (c.slot == no_slot) return;
+    if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0)) return drain_hooks_.commit(drain_hooks_.arg, c);
+    // Optimistic: count it, then look again. The drain sets drain_active
+    // and then forces a fence on every thread (membarrier) before it reads
+    // our seq, so either it sees this increment or we see its flag below —
+    // then we take the increment back and let the drain decide. Its reads
+    // of seq may glimpse the transient value: that only looks like "inside
+    // a collective", which never ends a drain.
+    std::atomic_ref<uint64_t> seq(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_SEQ)));
+    const uint64_t s = seq.load(std::memory_order_relaxed);
+    seq.store(s + 1, std::memory_order_release);
+    gate::fence_after_entry();
+    if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0)) {
+        seq.store(s, std::memory_order_release);
+        drain_hooks_.commit(drain_hooks_.arg, c);
+    }
 }
 
 void Engine::commit_finish(Comm& c) {
     if (c.slot != no_slot) bump(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_FINISHED));
+}
+
+// ---------------------------------------------------------------- drain
+std::vector<Engine::ClockRecord> Engine::clock_records() const {
+    std::vector<ClockRecord> out;
+    for (const auto& c : comms_)
+        if (c->slot != no_slot && !c->slots.empty()) out.push_back(ClockRecord{c->slot, c->members, c->slots});
+    return out;
+}
+
+Comm* Engine::comm_in_slot(uint32_t slot) const {
+    for (const auto& c : comms_)
+        if (c->slot == slot) return c.get();
+    return nullptr;
+}
+
+uint64_t Engine::drain_rendezvous(uint64_t& bytes) {
+    uint64_t n = 0;
+    auto drain_queue = [&](MatchQueue& q) {
+        for (Unexpected& u : q.unexpected) {
+            if (!is_rts(u.kind)) continue;
+            std::vector<uint8_t> payload(u.len);
+            Status st = u.len ? rt_.backend().pull(u.source_peer, u.addr, u.data.data(), u.data.size(), payload.data(), u.len)
+                              : WEFT_OK;
+            if (st != WEFT_OK) {
+                WEFT_LOG(warn, "drain: could not pull a %llu-byte message from peer %u: %s",
+                         static_cast<unsigned long long>(u.len), u.source_peer, weft_strerror(st));
+                continue;  // stays announced; pending_transfers keeps the drain going
+            }
+            // Now an ordinary buffered message, in its place in arrival order.
+            u.kind = u.kind == rts_sync ? eager_sync : eager;
+            u.data = std::move(payload);
+            u.addr = 0;
+            queue_reply(u.source_peer, u.cookie, drained);
+            ++n;
+            bytes += u.len;
+        }
+    };
+    for (auto& [id, ctx] : contexts_) drain_queue(*ctx.queue);
+    for (auto& [id, q] : early_) drain_queue(*q);
+    return n;
+}
+
+uint64_t Engine::pending_transfers() const {
+    uint64_t n = pulls_.size() + replies_.size();
+    for (const auto& [cookie, r] : awaiting_reply_)
+        if (r->exposed_live) ++n;  // its receiver has yet to pull or drain it
+    auto announced = [&](const MatchQueue& q) {
+        for (const Unexpected& u : q.unexpected)
+            if (is_rts(u.kind)) ++n;
+    };
+    for (const auto& [id, ctx] : contexts_) announced(*ctx.queue);
+    for (const auto& [id, q] : early_) announced(*q);
+    return n;
+}
+
+void Engine::buffered(uint64_t& messages, uint64_t& bytes) const {
+    messages = bytes = 0;
+    auto count = [&](const MatchQueue& q) {
+        for (const Unexpected& u : q.unexpected) {
+            ++messages;
+            bytes += u.len;
+        }
+    };
+    for (const auto& c : comms_) count(c->p2p);
+    for (const auto& [id, q] : early_)
+        if (!(id & (coll_bit | create_bit))) count(*q);
 }
 
 // ------------------------------------------------------------ sending
@@ -245,6 +331,7 @@ Status Engine::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, 
     const uint32_t peer = c.members[dest];
     Request* r = new_request(ReqKind::send, &c);
     r->dest_peer = peer;
+    r->sync = sync;
     out = r;
     if (rt_.peer_failed(peer)) {
         complete(*r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: rank %u (job rank %u) has failed", dest, peer));
@@ -263,7 +350,7 @@ Status Engine::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, 
         st = rt_.backend().expose(buf, bytes, r->exposed);
         if (st == WEFT_OK) {
             r->exposed_live = true;
-            h.kind = rts;
+            h.kind = sync ? rts_sync : rts;
             h.addr = r->exposed.addr;
             h.key_len = static_cast<uint32_t>(r->exposed.key.size());
             // The RTS is small: header and key in one eager message.
@@ -297,7 +384,7 @@ Status Engine::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, 
     return WEFT_OK;
 }
 
-void Engine::queue_reply(uint32_t peer, uint64_t cookie) { replies_.emplace_back(peer, cookie); }
+void Engine::queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind) { replies_.push_back(Reply{peer, cookie, kind}); }
 
 // ---------------------------------------------------------- receiving
 Status Engine::irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src, int32_t tag, Request*& out) {
@@ -313,7 +400,7 @@ Status Engine::irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t 
         Unexpected u = std::move(*it);
         q.unexpected.erase(it);
         r->matched = true;
-        if (u.kind == rts) {
+        if (is_rts(u.kind)) {
             Status st = do_pull(*r, u);
             complete(*r, st);
         } else {
@@ -360,7 +447,7 @@ void Engine::abandon(Request& r, Status why) {
 
 void Engine::refuse_rendezvous(MatchQueue& q, int32_t tag) {
     for (auto it = q.unexpected.begin(); it != q.unexpected.end();) {
-        if (it->kind != rts || (tag != WEFT_ANY_TAG && it->tag != tag)) {
+        if (!is_rts(it->kind) || (tag != WEFT_ANY_TAG && it->tag != tag)) {
             ++it;
             continue;
         }
@@ -430,8 +517,8 @@ void Engine::on_msg(void* arg, uint32_t source_peer, const void* payload, size_t
 }
 
 void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body, size_t body_len) {
-    const bool ok_kind = h.kind == eager || h.kind == eager_sync || h.kind == rts;
-    const bool ok_len = h.kind == rts ? body_len == h.key_len : body_len == h.len;
+    const bool ok_kind = h.kind == eager || h.kind == eager_sync || is_rts(h.kind);
+    const bool ok_len = is_rts(h.kind) ? body_len == h.key_len : body_len == h.len;
     if (!ok_kind || !ok_len || h.src < 0 || source_peer >= rt_.size()) {
         WEFT_LOG(error, "dropped a malformed message from peer %u (kind %u, %zu body bytes for %llu)", source_peer, h.kind,
                  body_len, static_cast<unsigned long long>(h.len));
@@ -449,7 +536,7 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
         }
         count_p2p(*c, h.context & (coll_bit | create_bit), false);
         q = cit->second.queue;
-        if (h.kind == rts && (h.context & coll_bit) && has_failed_member(*c)) {
+        if (is_rts(h.kind) && (h.context & coll_bit) && has_failed_member(*c)) {
             // Its collective fails here too: never pulled, so answer now
             // and the sender stops exposing its buffer (see Schedule::fail).
             queue_reply(source_peer, h.cookie);
@@ -457,6 +544,9 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
         }
     } else {
         q = queue_for(h.context);  // not created here yet: kept for when it is
+        // It has arrived: the drain's global sums must see it now, not when
+        // the communicator is created here.
+        if (!(h.context & coll_bit)) bump(WEFT_STATE_P2P_RECEIVED_OFF);
     }
     Unexpected u;
     u.src = h.src;
@@ -472,7 +562,7 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
         q->posted.erase(it);
         r->queue = nullptr;
         r->matched = true;
-        if (h.kind == rts) {
+        if (is_rts(h.kind)) {
             u.data.assign(body, body + body_len);
             start_pull(*r, u);  // outside this handler: a pull may wait
         } else {
@@ -485,20 +575,31 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
 }
 
 // ACK of a synchronous send or FIN of a rendezvous: the send is complete.
+// DRAINED: a drain pulled the rendezvous payload into the receiver's
+// buffer; the sender's buffer is free, and a synchronous send now waits
+// for the ACK the receiver sends when the application receives it.
 void Engine::on_reply(void* arg, uint32_t source_peer, const void* payload, size_t len) {
     auto* self = static_cast<Engine*>(arg);
-    uint64_t cookie;
-    if (len != sizeof cookie) {
+    WireReply w;
+    if (len == sizeof w) std::memcpy(&w, payload, sizeof w);
+    if (len != sizeof w || w.kind > drained) {
         WEFT_LOG(error, "dropped a malformed %zu-byte reply from peer %u", len, source_peer);
         return;
     }
-    std::memcpy(&cookie, payload, sizeof cookie);
-    auto it = self->awaiting_reply_.find(cookie);
+    auto it = self->awaiting_reply_.find(w.cookie);
     if (it == self->awaiting_reply_.end() || it->second->dest_peer != source_peer) {
-        WEFT_LOG(warn, "reply %llu from peer %u names no pending send", static_cast<unsigned long long>(cookie), source_peer);
+        WEFT_LOG(warn, "reply %llu from peer %u names no pending send", static_cast<unsigned long long>(w.cookie),
+                 source_peer);
         return;
     }
     Request* r = it->second;
+    if (w.kind == drained) {
+        if (r->exposed_live) {
+            self->rt_.backend().unexpose(r->exposed);
+            r->exposed_live = false;
+        }
+        if (r->sync) return;  // the ACK comes when the application receives it
+    }
     self->awaiting_reply_.erase(it);
     self->complete(*r, WEFT_OK);
 }
@@ -514,11 +615,13 @@ uint32_t Engine::flush_deferred() {
     }
     // Swap out first: a send may run handlers that queue more replies.
     while (!replies_.empty()) {
-        std::vector<std::pair<uint32_t, uint64_t>> now;
+        std::vector<Reply> now;
         now.swap(replies_);
-        for (auto [peer, cookie] : now) {
-            if (rt_.peer_failed(peer)) continue;
-            Status st = rt_.backend().am_send(peer, am_reply, &cookie, sizeof cookie);
+        for (const Reply& rp : now) {
+            if (rt_.peer_failed(rp.peer)) continue;
+            const WireReply w{rp.cookie, rp.kind};
+            const uint32_t peer = rp.peer;
+            Status st = rt_.backend().am_send(peer, am_reply, &w, sizeof w);
             if (st != WEFT_OK) WEFT_LOG(warn, "reply to peer %u not sent: %s", peer, weft_strerror(st));
             ++n;
         }

@@ -88,6 +88,7 @@ struct Comm {
     uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
     uint32_t refs = 0;              // live requests naming it
     bool freeing = false;           // user freed it; the release barrier runs
+    bool slots_known = true;        // every member's clock slot is known (create_from_ranks: after its first collective)
     bool world = false;
     weft_comm* handle = nullptr;
     MatchQueue p2p, coll, create;
@@ -106,6 +107,7 @@ struct Request {
     bool user = false;      // handed to the application (else internal)
     bool matched = false;   // recv: a message was matched to it
     bool detached = false;  // nobody will wait: released when it finishes
+    bool sync = false;      // send: synchronous (completes when the receive starts)
     Comm* comm = nullptr;
     MatchQueue* queue = nullptr;  // recv: where it is posted
     // recv
@@ -187,8 +189,47 @@ public:
     void commit_finish(Comm& c);
 
     // The wire header of every point-to-point message (engine.cpp).
-    enum MsgKind : uint32_t { eager = 0, eager_sync = 1, rts = 2 };
+    enum MsgKind : uint32_t { eager = 0, eager_sync = 1, rts = 2, rts_sync = 3 };
+    static bool is_rts(uint32_t k) { return k == rts || k == rts_sync; }
     struct MsgHeader;
+    // Replies to a send: FIN (rendezvous pulled) or ACK (synchronous send
+    // matched) complete it; DRAINED (a drain pulled it into the receiver's
+    // buffer) frees its buffer, and a synchronous send then waits for ACK.
+    enum ReplyKind : uint64_t { done_reply = 0, drained = 1 };
+    struct WireReply {
+        uint64_t cookie;
+        uint64_t kind;
+    };
+
+    // ------------------------------------------------- drain (drain/)
+    // While `active` is nonzero, commit_begin calls `commit` instead of
+    // counting by itself: the drain decides whether this collective may
+    // start (and raises targets); `commit` increments seq before returning.
+    struct DrainHooks {
+        void* arg = nullptr;
+        void (*commit)(void* arg, Comm& c) = nullptr;
+    };
+    void set_drain_hooks(DrainHooks h) { drain_hooks_ = h; }
+    std::atomic<uint64_t>& drain_active() { return drain_active_; }
+    // The clock records of every live communicator with a slot: where each
+    // member keeps it.
+    struct ClockRecord {
+        uint32_t slot;
+        std::vector<uint32_t> members;  // job ranks
+        std::vector<uint32_t> slots;    // their slots
+    };
+    std::vector<ClockRecord> clock_records() const;
+    Comm* comm_in_slot(uint32_t slot) const;
+    // Pulls every unmatched rendezvous message into weft's buffer (its
+    // unexpected entry becomes an eager one) and answers DRAINED. Returns
+    // how many it pulled; `bytes` adds their size.
+    uint64_t drain_rendezvous(uint64_t& bytes);
+    // Work that must finish before no message is in transit: pulls and
+    // replies not yet done, rendezvous sends still exposed.
+    uint64_t pending_transfers() const;
+    // Messages and bytes in weft's buffer (unexpected queues).
+    void buffered(uint64_t& messages, uint64_t& bytes) const;
+    uint64_t* state_word(uint64_t off);
 
     // Schedules' scratch memory, recycled.
     struct Scratch {
@@ -211,6 +252,7 @@ private:
                      Comm*& out);
     bool take_slot(uint32_t& slot);
     void give_back_slot(uint32_t slot);
+    void reset_clock(uint32_t slot);
     void maybe_release_comm(Comm* c);
     uint64_t next_context_counter() { return next_ctx_counter_++; }
     Status exchange_slots(Comm& c);
@@ -225,11 +267,10 @@ private:
     void deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, size_t len);
     void start_pull(Request& r, const Unexpected& u);
     Status do_pull(Request& r, const Unexpected& u);
-    void queue_reply(uint32_t peer, uint64_t cookie);
+    void queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind = done_reply);
     uint32_t flush_deferred();
     uint32_t advance_schedules();
     void count_p2p(Comm& c, uint64_t ctx_bits, bool sent);
-    uint64_t* state_word(uint64_t off);
     void bump(uint64_t off);
     Status create_flag_window();
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
@@ -260,13 +301,20 @@ private:
         Unexpected u;
     };
     std::deque<PendingPull> pulls_;
-    std::vector<std::pair<uint32_t, uint64_t>> replies_;  // (peer, cookie)
+    struct Reply {
+        uint32_t peer;
+        uint64_t cookie;
+        ReplyKind kind;
+    };
+    std::vector<Reply> replies_;
     std::vector<Request*> active_colls_;
     std::vector<uint8_t> slot_used_;
     weft_window* flag_win_ = nullptr;  // owned by the Runtime (freed at finalize)
     bool ordered_puts_ = false;
     size_t eager_limit_ = 0;
     bool zero_copy_ = true;
+    std::atomic<uint64_t> drain_active_{0};
+    DrainHooks drain_hooks_;
 };
 
 }  // namespace weft::group

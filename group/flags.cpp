@@ -111,8 +111,12 @@ void FlagBackoff::pause() {
 }
 
 void Engine::rest(FlagBackoff& b) {
-    if (!rt_.multi_threaded()) return b.pause();
+    if (!rt_.multi_threaded()) {
+        gate::yield_if_closing();  // a drain runs weft meanwhile
+        return b.pause();
+    }
     rt_.api_mutex().unlock();  // let other threads in while we wait
+    gate::yield_if_closing();
     b.pause();
     rt_.api_mutex().lock();
 }

@@ -7,6 +7,7 @@
 // window's bound RmaOps.
 #include "transport/runtime.hpp"
 
+#include "drain/layer.hpp"
 #include "group/layer.hpp"
 
 #include <weft/comm.h>
@@ -105,6 +106,7 @@ weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t
         }
         rt.release();
         weft::group::start(c.get());
+        weft::drain::attach(c.get());
         if (provided) *provided = c->rt->multi_threaded() ? WEFT_THREAD_MULTIPLE : WEFT_THREAD_SERIALIZED;
         *ctx_out = c.release();
         return WEFT_OK;
@@ -118,6 +120,7 @@ weft_status_t weft_init(weft_context_t* ctx_out) {
 weft_status_t weft_finalize(weft_context_t ctx) {
     REQUIRE_RT(ctx, rt);
     return guarded([&]() -> Status {
+        weft::drain::detach(ctx);
         weft::group::detach(ctx);
         Status st = rt->finalize();
         weft::group::destroy(ctx);

@@ -8,6 +8,7 @@
 #include "transport/backend.hpp"
 #include "transport/bootstrap/bootstrap.hpp"
 #include "transport/common.hpp"
+#include "transport/entry_gate.hpp"
 #include "transport/peer_monitor.hpp"
 
 #include <atomic>
@@ -149,13 +150,22 @@ private:
     bool initialized_ = false;
 };
 
-// The context's lock, taken by every C entry point only when the context is
-// MULTIPLE (a SERIALIZED context pays one predictable branch).
+// Every C entry point holds one for its whole call: it passes the entry
+// gate (a drain keeps threads out; see entry_gate.hpp), then takes the
+// context's lock when the context is MULTIPLE (a SERIALIZED context pays one
+// predictable branch).
 class RuntimeLock {
 public:
     explicit RuntimeLock(Runtime& rt) {
+        gate::enter();
         if (rt.multi_threaded()) lock_ = std::unique_lock<std::mutex>(rt.api_mutex());
     }
+    ~RuntimeLock() {
+        if (lock_.owns_lock()) lock_.unlock();
+        gate::leave();
+    }
+    RuntimeLock(const RuntimeLock&) = delete;
+    RuntimeLock& operator=(const RuntimeLock&) = delete;
 
 private:
     std::unique_lock<std::mutex> lock_;
@@ -171,4 +181,5 @@ struct weft_context {
     weft::Runtime* rt = nullptr;
     weft::group::Engine* engine = nullptr;  // communicators (group/)
     void* group = nullptr;                  // group/'s layer state
+    void* drain = nullptr;                  // drain/'s thread (drain::Drain)
 };

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define WEFT_STATE_MAGIC 0x5745465453574e31ull /* "WEFTSWN1" */
-#define WEFT_STATE_LAYOUT_VERSION 2u
+#define WEFT_STATE_LAYOUT_VERSION 3u
 #define WEFT_STATE_LINE 64u
 #define WEFT_STATE_COMM_SLOTS 256u      /* Collective-Clock records */
 #define WEFT_STATE_FAILURE_WORDS 64u    /* bitmap of 4096 ranks */
@@ -40,8 +40,8 @@ enum weft_state_offset {
     /* OWNER-STORE: incremented by the owner while it is alive and running;
      * observed one-sidedly by the failure detector. */
     WEFT_STATE_HEARTBEAT_OFF = 1 * WEFT_STATE_LINE,
-    /* REMOTE-ATOMIC: drain/checkpoint epoch (compare-swap by whoever starts
-     * an attempt). */
+    /* REMOTE-ATOMIC: the highest drain number requested of this rank
+     * (compare-swap max by whichever rank asks for a drain). */
     WEFT_STATE_EPOCH_OFF = 2 * WEFT_STATE_LINE,
     /* OWNER-STORE: point-to-point messages sent / received by this rank. */
     WEFT_STATE_P2P_SENT_OFF = 3 * WEFT_STATE_LINE,
@@ -66,8 +66,22 @@ enum weft_state_offset {
     WEFT_STATE_CLOCK_SENT = 24,
     WEFT_STATE_CLOCK_RECEIVED = 32,
     WEFT_STATE_CLOCK_CONTEXT = 40,
-    WEFT_STATE_SIZE = 6 * WEFT_STATE_LINE + WEFT_STATE_FAILURE_WORDS * 8 +
-                      WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE
+    /* REMOTE-ATOMIC, used on rank 0 only: the outcome of the current drain
+     * attempt, (attempt << 4) | code, settled by compare-swap (drain.cpp). */
+    WEFT_STATE_DRAIN_DECISION_OFF = WEFT_STATE_CLOCKS_OFF + WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE,
+    /* OWNER-STORE line: where this rank's drain is, read by every drainer:
+     *   +0  (attempt << 4) | phase it obeys (1 collective, 2 point-to-point)
+     *   +8  point-to-point transfers not finished (pulls, replies, exposed)
+     *   +16 the last drain number it finished its quiescent work for
+     *   +24 clock slots in use are below this
+     *   +32 targets it raised (all drains; informative) */
+    WEFT_STATE_DRAIN_STATUS_OFF = WEFT_STATE_DRAIN_DECISION_OFF + WEFT_STATE_LINE,
+    WEFT_STATE_DRAIN_PHASE = 0,
+    WEFT_STATE_DRAIN_PENDING = 8,
+    WEFT_STATE_DRAIN_QUIESCENT = 16,
+    WEFT_STATE_DRAIN_SLOTS_HI = 24,
+    WEFT_STATE_DRAIN_RAISES = 32,
+    WEFT_STATE_SIZE = WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_LINE
 };
 
 /* Offset of communicator slot `slot`'s record field (SEQ or TARGET). */

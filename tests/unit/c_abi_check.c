@@ -5,6 +5,7 @@
  * first failed check.
  */
 #include <weft/comm.h>
+#include <weft/drain.h>
 #include <weft/state_window.h>
 #include <weft/weft.h>
 

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <map>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
@@ -98,6 +100,10 @@ private:
     std::string address_;
     int listen_fd_ = -1;
     int signal_fd_ = -1;
+    // --drain-on: an eventfd the ranks' drain threads watch (the first to
+    // read it asks the job for a drain) and a pipe they report on.
+    int drain_fd_ = -1, report_rd_ = -1, report_wr_ = -1;
+    void on_report();
     sigset_t old_mask_;
     hwloc_topology_t topo_ = nullptr;
     int exit_code_ = 0;
@@ -169,10 +175,15 @@ void Launcher::spawn(uint32_t index) {
     };
     if (!opt_.transport.empty()) env_strings.push_back("WEFT_TRANSPORT=" + opt_.transport);
     if (!points.empty()) env_strings.push_back("WEFT_FAULT_POINTS=" + points);
+    if (drain_fd_ >= 0) {
+        env_strings.push_back("WEFT_DRAIN_FD=" + std::to_string(drain_fd_));
+        env_strings.push_back("WEFT_DRAIN_REPORT_FD=" + std::to_string(report_wr_));
+    }
     std::vector<char*> envp;
     for (char** e = environ; *e; ++e) {
         if (std::strncmp(*e, "WEFT_BOOTSTRAP=", 15) == 0 || std::strncmp(*e, "WEFT_SECRET=", 12) == 0 ||
-            std::strncmp(*e, "WEFT_FAULT_POINTS=", 18) == 0 || std::strncmp(*e, "PMIX_", 5) == 0)
+            std::strncmp(*e, "WEFT_FAULT_POINTS=", 18) == 0 || std::strncmp(*e, "PMIX_", 5) == 0 ||
+            std::strncmp(*e, "WEFT_DRAIN_FD=", 14) == 0 || std::strncmp(*e, "WEFT_DRAIN_REPORT_FD=", 21) == 0)
             continue;
         envp.push_back(*e);
     }
@@ -490,8 +501,24 @@ void Launcher::on_signal() {
             reap();
             continue;
         }
+        if (sig == opt_.drain_signal && drain_fd_ >= 0) {
+            std::fprintf(stderr, "weft-run: signal %d: asking the job for a drain\n", sig);
+            const uint64_t one = 1;
+            if (write(drain_fd_, &one, sizeof one) != static_cast<ssize_t>(sizeof one))
+                std::fprintf(stderr, "weft-run: drain request not written: %s\n", std::strerror(errno));
+            continue;
+        }
         say("forwarding signal %d", sig);
         kill_all(sig);
+    }
+}
+
+void Launcher::on_report() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(report_rd_, buf, sizeof buf)) > 0) {
+        std::fprintf(stdout, "weft-run: %.*s", static_cast<int>(n), buf);
+        std::fflush(stdout);
     }
 }
 
@@ -500,6 +527,7 @@ void Launcher::loop() {
         std::vector<pollfd> fds;
         fds.push_back({signal_fd_, POLLIN, 0});
         fds.push_back({listen_fd_, POLLIN, 0});
+        fds.push_back({report_rd_, static_cast<short>(report_rd_ >= 0 ? POLLIN : 0), 0});
         std::vector<size_t> which;
         for (size_t i = 0; i < conns_.size(); ++i)
             if (conns_[i].fd >= 0) {
@@ -544,8 +572,9 @@ void Launcher::loop() {
         if (r <= 0) continue;
         if (fds[0].revents) on_signal();
         if (fds[1].revents) on_accept();
-        for (size_t k = 2; k < fds.size(); ++k)
-            if (fds[k].revents && conns_[which[k - 2]].fd >= 0) on_readable(which[k - 2]);
+        if (fds[2].revents) on_report();
+        for (size_t k = 3; k < fds.size(); ++k)
+            if (fds[k].revents && conns_[which[k - 3]].fd >= 0) on_readable(which[k - 3]);
     }
 }
 
@@ -553,10 +582,23 @@ int Launcher::run() {
     sigset_t mask;
     sigemptyset(&mask);
     for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&mask, s);
+    if (opt_.drain_signal) sigaddset(&mask, opt_.drain_signal);
     sigprocmask(SIG_BLOCK, &mask, &old_mask_);
     signal_fd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     signal(SIGPIPE, SIG_IGN);
     if (signal_fd_ < 0 || !setup_socket()) return 1;
+    if (opt_.drain_signal) {
+        int p[2];
+        drain_fd_ = eventfd(0, EFD_NONBLOCK);  // inherited by the ranks
+        if (drain_fd_ < 0 || pipe2(p, 0) != 0) {
+            std::fprintf(stderr, "weft-run: --drain-on: %s\n", std::strerror(errno));
+            return 1;
+        }
+        report_rd_ = p[0];
+        report_wr_ = p[1];
+        fcntl(report_rd_, F_SETFD, FD_CLOEXEC);
+        fcntl(report_rd_, F_SETFL, O_NONBLOCK);
+    }
     if (opt_.bind && hwloc_topology_init(&topo_) == 0) {
         if (hwloc_topology_load(topo_) != 0) {
             hwloc_topology_destroy(topo_);
@@ -570,6 +612,12 @@ int Launcher::run() {
     loop();
     for (size_t i = 0; i < conns_.size(); ++i) close_conn(i);
     close(listen_fd_);
+    if (report_rd_ >= 0) {
+        on_report();
+        close(report_rd_);
+        close(report_wr_);
+        close(drain_fd_);
+    }
     if (topo_) hwloc_topology_destroy(topo_);
     return exit_code_;
 }

@@ -33,11 +33,14 @@ struct Options {
     bool keep_survivors = false;
     bool bind = true;
     bool verbose = false;
+    int drain_signal = 0;      // --drain-on: this signal asks the job for a drain
 };
 
 // Parses argv; on error prints a message and returns false.
 bool parse_options(int argc, char** argv, Options& opt);
 bool parse_fault(const std::string& text, FaultSpec& f, std::string& error);
+// "SIGUSR1", "USR1" or a number; 0 if it is none of these.
+int parse_signal(const std::string& text);
 
 // Runs the launch; returns the process exit status for weft-run.
 int run(const Options& opt);

@@ -1,6 +1,7 @@
 // options.cpp — weft-run's command line.
 #include "tools/weft-run/launcher.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,8 @@ void usage() {
                  "                         stop:rank=R[:job=J]:after=SEC[:for=SEC]\n"
                  "                         kill:rank=R[:job=J]:at=NAME[:count=K]\n"
                  "                         stop:rank=R[:job=J]:at=NAME[:count=K]\n"
+                 "  --drain-on SIG       on signal SIG (e.g. SIGUSR1), ask the job for a drain and\n"
+                 "                       print its result (drain.h; needs the ranks' drain threads)\n"
                  "  -v                   say what the launcher does\n");
 }
 
@@ -39,6 +42,17 @@ bool parse_uint(const std::string& s, uint64_t& out) {
 }
 
 }  // namespace
+
+int parse_signal(const std::string& text) {
+    static const std::pair<const char*, int> names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+                                                         {"INT", SIGINT},  {"TERM", SIGTERM}, {"QUIT", SIGQUIT}};
+    std::string t = text.rfind("SIG", 0) == 0 ? text.substr(3) : text;
+    for (auto [name, sig] : names)
+        if (t == name) return sig;
+    uint64_t n = 0;
+    if (parse_uint(t, n) && n > 0 && n < 65) return static_cast<int>(n);
+    return 0;
+}
 
 bool parse_fault(const std::string& text, FaultSpec& f, std::string& error) {
     f = FaultSpec{};
@@ -116,6 +130,15 @@ bool parse_options(int argc, char** argv, Options& opt) {
             const char* v = need("--timeout");
             if (!v || !parse_number(v, opt.timeout_s)) {
                 std::fprintf(stderr, "weft-run: --timeout takes seconds\n");
+                return false;
+            }
+        } else if (a == "--drain-on") {
+            const char* v = need("--drain-on");
+            if (!v) return false;
+            opt.drain_signal = parse_signal(v);
+            if (opt.drain_signal == 0 || opt.drain_signal == SIGKILL || opt.drain_signal == SIGSTOP ||
+                opt.drain_signal == SIGCHLD) {
+                std::fprintf(stderr, "weft-run: --drain-on: '%s' is not a signal weft-run can catch\n", v);
                 return false;
             }
         } else if (a == "--keep-survivors") {

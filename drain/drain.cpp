@@ -1,0 +1,570 @@
+// drain.cpp — MANA's drain without a coordinator (docs/drain.md).
+//
+// Each rank's drain thread runs the same protocol; what the ranks share
+// lives in their pinned state windows:
+//   - a request: the drain number, compare-swap-maxed into every rank's
+//     EPOCH word by whoever asks;
+//   - per communicator clock {seq, finished} (owner-store, read one-sidedly)
+//     and target (raised by compare-swap max, tagged with the attempt so a
+//     raise of an abandoned attempt reads as zero);
+//   - per rank: the phase it obeys, its unfinished transfers, its counters;
+//   - on rank 0, one decision word per attempt, settled by compare-swap:
+//     the first drain thread to see convergence (or its attempt's deadline)
+//     decides for everyone.
+//
+// Termination is a stable property observed by double collect: two
+// successive snapshots of every rank's words that are equal and satisfy
+// the condition. The words only grow (seq, finished, targets within an
+// attempt, counters), so equal snapshots mean the condition held at one
+// instant between them; once every rank is at its targets with no
+// collective open, nobody can start one (they wait) and nobody can raise
+// (a raiser is below some target until its raise has landed everywhere,
+// itself last), so it still holds.
+#include "drain/drain.hpp"
+
+#include "transport/entry_gate.hpp"
+
+#include <weft/state_window.h>
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace weft::drain {
+
+namespace {
+
+using group::Comm;
+
+constexpr uint64_t value_bits = 40;
+constexpr uint64_t value_mask = (1ull << value_bits) - 1;
+constexpr uint64_t tag_mask = (1ull << (64 - value_bits)) - 1;
+
+uint64_t tagged(uint64_t attempt, uint64_t v) { return ((attempt & tag_mask) << value_bits) | (v & value_mask); }
+// A target word's value for this attempt: raises of other attempts count 0.
+uint64_t target_of(uint64_t word, uint64_t attempt) {
+    return (word >> value_bits) == (attempt & tag_mask) ? word & value_mask : 0;
+}
+
+uint64_t clock_off(uint32_t slot, uint64_t field) { return WEFT_STATE_CLOCK_OFF(slot, field); }
+uint64_t status_off(uint64_t field) { return WEFT_STATE_DRAIN_STATUS_OFF + field; }
+constexpr uint64_t status_buffered = 40;  // +40 of the status line: messages buffered at the quiescent point
+
+// The low half of a 64-bit word as a futex: shared (not PRIVATE), so a
+// process that maps the same shm segment can wake us.
+uint32_t* futex_word(uint64_t* w) { return reinterpret_cast<uint32_t*>(w); }
+void futex_wait(uint64_t* w, uint32_t expected, uint64_t timeout_ns) {
+    timespec ts{static_cast<time_t>(timeout_ns / 1000000000ull), static_cast<long>(timeout_ns % 1000000000ull)};
+    syscall(SYS_futex, futex_word(w), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+void futex_wake(uint64_t* w) { syscall(SYS_futex, futex_word(w), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0); }
+
+}  // namespace
+
+Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.state_window()) {
+    direct_ = true;
+    for (uint32_t r = 0; r < rt_.size(); ++r)
+        if (!win_->remote[r].direct) direct_ = false;
+    weft_caps_t caps{};
+    rt_.backend().query_caps(caps);
+    // Off shared memory, a peer's operations on us may wait for our
+    // progress: emulated atomics (UCX over tcp) move only then, and a UCX
+    // endpoint queues everything behind an active message we have not
+    // taken in. The drain thread progresses when the application is not in
+    // weft to do it.
+    needs_progress_ = std::strcmp(rt_.backend().name(), "shm") != 0 || caps.atomics == WEFT_ATOMICS_EMULATED;
+    attempt_ns_ = env_u64("WEFT_DRAIN_ATTEMPT_MS", 5000) * 1000000ull;
+    free_run_ns_ = env_u64("WEFT_DRAIN_FREE_RUN_MS", 100) * 1000000ull;
+    timeout_ns_ = env_u64("WEFT_DRAIN_TIMEOUT_MS", 60000) * 1000000ull;
+    idle_ns_ = std::max<uint64_t>(env_u64("WEFT_DRAIN_IDLE_US", 1000), 10) * 1000ull;
+    // weft-run --drain-on SIG: an eventfd it writes when the signal comes,
+    // and a pipe for the report (both inherited).
+    trigger_fd_ = std::getenv("WEFT_DRAIN_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_FD", 0)) : -1;
+    report_fd_ = std::getenv("WEFT_DRAIN_REPORT_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_REPORT_FD", 0)) : -1;
+    eng_.set_drain_hooks(group::Engine::DrainHooks{this, on_commit});
+}
+
+Drain::~Drain() {
+    stop();
+    eng_.set_drain_hooks({});
+}
+
+void Drain::start() { thread_ = std::thread([this] { run(); }); }
+
+void Drain::stop() {
+    stop_.store(true, std::memory_order_release);
+    if (thread_.joinable()) thread_.join();
+}
+
+void Drain::set_callback(weft_drain_quiescent_fn fn, void* arg) {
+    std::lock_guard<std::mutex> g(mutex_);
+    callback_ = fn;
+    callback_arg_ = arg;
+}
+
+// ------------------------------------------------------------ one-sided
+uint64_t* Drain::own(uint64_t off) { return reinterpret_cast<uint64_t*>(win_->local_base + off); }
+
+void Drain::publish(uint64_t field, uint64_t v) {
+    std::atomic_ref<uint64_t>(*own(status_off(field))).store(v, std::memory_order_release);
+}
+
+uint64_t Drain::load_remote(uint32_t r, uint64_t off) {
+    uint64_t v = 0;
+    read_remote(r, off, &v, 1);
+    return v;
+}
+
+void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
+    if (r == rt_.rank() || direct_) {
+        uint8_t* base = r == rt_.rank() ? win_->local_base : win_->remote[r].direct;
+        for (size_t i = 0; i < words; ++i)
+            dst[i] = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base + off + 8 * i)).load(std::memory_order_acquire);
+        return;
+    }
+    // Through the transport: only while we hold it.
+    Status st = win_->ops->get(win_, r, off, dst, words * 8);
+    if (st == WEFT_OK) st = rt_.backend().flush(*win_, r);
+    if (st != WEFT_OK) {
+        WEFT_LOG(warn, "drain: reading rank %u's state window failed: %s", r, weft_strerror(st));
+        std::memset(dst, 0xff, words * 8);  // matches nothing: no decision on it
+    }
+}
+
+// Compare-swap `want` into rank r's word at off until it is there or
+// `enough(old)` says the word already holds at least as much.
+template <typename Enough>
+Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough) {
+    uint64_t expect = 0;
+    for (;;) {
+        uint64_t old = 0;
+        Status st = win_->ops->compare_swap(win_, r, off, expect, want, &old);
+        if (st != WEFT_OK || old == expect || enough(old)) return st;
+        expect = old;
+    }
+}
+
+void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t attempt, uint64_t value) {
+    Status st = cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, value), [&](uint64_t old) {
+        return (old >> value_bits) == (attempt & tag_mask) && (old & value_mask) >= value;
+    });
+    if (st != WEFT_OK) WEFT_LOG(warn, "drain: raising a target at rank %u failed: %s", r, weft_strerror(st));
+}
+
+uint64_t Drain::decision() { return load_remote(0, WEFT_STATE_DRAIN_DECISION_OFF); }
+
+void Drain::decide(uint64_t attempt, Code from, Code to) {
+    // `from` undecided: whatever older attempt's outcome the word holds.
+    uint64_t expect = from == undecided ? decision() : (attempt << 4) | from;
+    if (from == undecided && (expect >> 4) >= attempt) return;  // already decided
+    uint64_t old = 0;
+    win_->ops->compare_swap(win_, 0, WEFT_STATE_DRAIN_DECISION_OFF, expect, (attempt << 4) | to, &old);
+}
+
+// ----------------------------------------------------------- holding weft
+void Drain::hold() {
+    gate::close();
+    if (rt_.multi_threaded()) rt_.api_mutex().lock();
+    held_ = true;
+}
+
+void Drain::unhold() {
+    held_ = false;
+    if (rt_.multi_threaded()) rt_.api_mutex().unlock();
+    gate::open();
+}
+
+void Drain::rest(uint32_t& idle) {
+    // Rounds are cheap, but a drain thread that spins steals the core a
+    // computing rank needs to reach its target (2 cores, many ranks).
+    if (++idle < 4) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(20u << std::min(idle / 8, 6u), 1000)));
+}
+
+// -------------------------------------------------------------- request
+Status Drain::request(uint64_t& number) {
+    // Any thread, no entry needed: the drain thread does the one-sided
+    // part (it holds weft while it does).
+    const uint64_t pending = std::atomic_ref<uint64_t>(*own(WEFT_STATE_EPOCH_OFF)).load(std::memory_order_acquire);
+    const uint64_t started = started_.load(std::memory_order_acquire);
+    number = std::max(pending > started ? pending : started + 1, uint64_t(1));
+    uint64_t cur = asked_.load();
+    while (cur < number && !asked_.compare_exchange_weak(cur, number)) {
+    }
+    futex_wake(own(WEFT_STATE_EPOCH_OFF));  // our drain thread sends it
+    WEFT_LOG(debug, "drain %llu requested", static_cast<unsigned long long>(number));
+    return WEFT_OK;
+}
+
+void Drain::send_request(uint64_t number) {
+    for (uint32_t r = 0; r < rt_.size(); ++r) {
+        Status st = cas_raise(r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; });
+        if (st != WEFT_OK) WEFT_LOG(error, "drain request: rank %u unreachable: %s", r, weft_strerror(st));
+        if (direct_ && r != rt_.rank()) futex_wake(reinterpret_cast<uint64_t*>(win_->remote[r].direct + WEFT_STATE_EPOCH_OFF));
+    }
+}
+
+Status Drain::wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& out) {
+    std::unique_lock<std::mutex> g(mutex_);
+    auto ready = [&] { return results_.count(number) != 0 || stop_.load(); };
+    if (timeout_ms == 0) done_cv_.wait(g, ready);
+    else if (!done_cv_.wait_for(g, std::chrono::milliseconds(timeout_ms), ready))
+        return WEFT_FAIL(WEFT_ERR_TIMEOUT, "drain %llu did not finish in %llu ms", static_cast<unsigned long long>(number),
+                         static_cast<unsigned long long>(timeout_ms));
+    auto it = results_.find(number);
+    if (it == results_.end()) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "drain %llu: weft is finalizing",
+                                               static_cast<unsigned long long>(number));
+    out = it->second;
+    return out.status;
+}
+
+// ------------------------------------------------------------ the thread
+void Drain::run() {
+    while (!stop_.load(std::memory_order_acquire)) {
+        const uint64_t req = std::atomic_ref<uint64_t>(*own(WEFT_STATE_EPOCH_OFF)).load(std::memory_order_acquire);
+        if (req > completed_) {
+            run_drain(completed_ + 1);
+            continue;
+        }
+        const uint64_t asked = asked_.load();
+        if (asked > sent_request_) {
+            hold();
+            send_request(asked);
+            unhold();
+            sent_request_ = asked;
+            continue;
+        }
+        serve_trigger();
+        // Emulated atomics (UCX over tcp) move only while we progress: serve
+        // peers' requests when the application is not in weft to do it.
+        if (needs_progress_ && gate::try_close()) {
+            if (rt_.multi_threaded()) rt_.api_mutex().lock();
+            eng_.poll();
+            if (rt_.multi_threaded()) rt_.api_mutex().unlock();
+            gate::open();
+        }
+    }
+}
+
+
+void Drain::serve_trigger() {
+    if (trigger_fd_ < 0) {
+        // On shm a request wakes us at once (the asker wakes the futex on
+        // our EPOCH word); elsewhere we look now and then.
+        uint64_t* epoch = own(WEFT_STATE_EPOCH_OFF);
+        const uint64_t seen = std::atomic_ref<uint64_t>(*epoch).load(std::memory_order_acquire);
+        if (seen > completed_ || asked_.load() > sent_request_) return;
+        if (direct_) futex_wait(epoch, static_cast<uint32_t>(seen), std::max<uint64_t>(idle_ns_, 50000000ull));
+        else std::this_thread::sleep_for(std::chrono::nanoseconds(idle_ns_));
+        return;
+    }
+    pollfd p{trigger_fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<uint64_t>(idle_ns_ / 1000000, 1))) <= 0) return;
+    uint64_t v = 0;
+    if (::read(trigger_fd_, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return;  // another rank took it
+    uint64_t n = 0;
+    if (request(n) == WEFT_OK) report_next_ = true;
+}
+
+void Drain::run_drain(uint64_t number) {
+    started_.store(number, std::memory_order_release);
+    weft_drain_result_t res{};
+    res.drain = number;
+    const uint64_t t0 = now_ns();
+    const uint64_t raises0 = raises_.load();
+    Code code = retry;
+    uint64_t attempt = 0;
+    while (code == retry && !stop_.load()) {
+        attempt = ++attempts_total_;
+        ++res.attempts;
+        code = collective_attempt(attempt, res);
+        if (code != retry) break;
+        WEFT_LOG(info, "drain %llu: attempt %u did not converge; free run, then again",
+                 static_cast<unsigned long long>(number), res.attempts);
+        // Free run: nobody waits at a collective; a new attempt recomputes
+        // every target (the old attempt's raises read as zero).
+        phase_.store(0, std::memory_order_release);
+        eng_.drain_active().store(0, std::memory_order_release);
+        const Deadline free_run = Deadline::after_ns(free_run_ns_);
+        while (!free_run.passed() && !stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    res.collective_ns = now_ns() - t0;
+    if (code == coll_done) code = p2p_phase(attempt, res);
+    else hold();  // stopping: finish like a failed drain
+    res.status = code == p2p_done ? WEFT_OK : WEFT_ERR_TIMEOUT;
+    if (code == p2p_done) quiescent_barrier(number, res);
+    else WEFT_LOG(error, "drain %llu gave up: messages still in transit after %llu ms", static_cast<unsigned long long>(number),
+                  static_cast<unsigned long long>(timeout_ns_ / 1000000));
+    // Resume: counters and clocks stay (they only grow; the next drain
+    // compares sums and recomputes targets under a new attempt tag), owed
+    // synchronous-send ACKs go when the application receives the buffered
+    // message (docs/drain.md), and threads may enter again.
+    phase_.store(0, std::memory_order_release);
+    eng_.drain_active().store(0, std::memory_order_release);
+    unhold();
+    completed_ = number;
+    res.raises = raises_.load() - raises0;
+    res.total_ns = now_ns() - t0;
+    if (report_next_ && report_fd_ >= 0) {
+        char line[256];
+        const int n = std::snprintf(line, sizeof line,
+                                    "drain %llu: %s in %.3f ms (collective %.3f ms), %u attempt(s), %llu rounds, "
+                                    "%llu message(s) buffered job-wide\n",
+                                    static_cast<unsigned long long>(number), weft_strerror(res.status), res.total_ns / 1e6,
+                                    res.collective_ns / 1e6, res.attempts, static_cast<unsigned long long>(res.rounds),
+                                    static_cast<unsigned long long>(res.job_buffered_messages));
+        if (n > 0 && ::write(report_fd_, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1))) < 0)
+            WEFT_LOG(warn, "drain: report not written");
+        report_next_ = false;
+    }
+    {
+        std::lock_guard<std::mutex> g(mutex_);
+        results_[number] = res;
+        while (results_.size() > 64) results_.erase(results_.begin());
+    }
+    done_cv_.notify_all();
+    WEFT_LOG(debug, "drain %llu: %s in %.3f ms", static_cast<unsigned long long>(number), weft_strerror(res.status),
+             res.total_ns / 1e6);
+}
+
+// ---------------------------------------------------- the collective phase
+Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res) {
+    phase_.store(phase_collective, std::memory_order_release);
+    eng_.drain_active().store(attempt, std::memory_order_release);
+    // commit_begin counted optimistically before looking at drain_active:
+    // after this fence every such count is visible to us, or its thread
+    // sees drain_active and takes it back (engine.cpp).
+    gate::heavy_fence();
+    hold();
+    // Targets: every member pushes its seq into every member's target (a
+    // compare-swap max), itself last; the target becomes the maximum.
+    for (const auto& rec : eng_.clock_records()) {
+        const uint64_t mine = std::atomic_ref<uint64_t>(*own(clock_off(rec.slot, WEFT_STATE_CLOCK_SEQ))).load();
+        for (size_t i = 0; i < rec.members.size(); ++i)
+            if (rec.members[i] != rt_.rank()) cas_max_target(rec.members[i], rec.slots[i], attempt, mine);
+        cas_max_target(rt_.rank(), rec.slot, attempt, mine);
+    }
+    publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_collective);
+    unhold();
+
+    const Deadline deadline = Deadline::after_ns(attempt_ns_);
+    std::vector<uint64_t> prev, cur;
+    uint32_t idle = 0;
+    for (uint64_t round_start = now_ns();; round_start = now_ns()) {
+        ++res.rounds;
+        // A collective open here (say, an ibarrier nobody waits for) moves
+        // only if someone progresses: we do, holding weft for a moment.
+        bool open_here = false;
+        const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
+        for (uint32_t s = 0; s < hi && !open_here; ++s)
+            open_here = *own(clock_off(s, WEFT_STATE_CLOCK_SEQ)) != *own(clock_off(s, WEFT_STATE_CLOCK_FINISHED));
+        const bool must_hold = open_here || !direct_ || needs_progress_;
+        if (must_hold) {
+            hold();
+            eng_.poll();
+        }
+        snapshot_clocks(cur);
+        const uint64_t dec = decision();
+        if (must_hold) unhold();
+        if ((dec >> 4) == attempt && ((dec & 15) == coll_done || (dec & 15) == retry)) return Code(dec & 15);
+        if ((dec >> 4) > attempt) {
+            // We fell behind (descheduled through a whole attempt): follow.
+            attempts_total_ = dec >> 4;
+            return retry;
+        }
+        if (cur == prev && clocks_converged(cur, attempt)) {
+            if (must_hold) hold();
+            decide(attempt, undecided, coll_done);
+            if (must_hold) unhold();
+            idle = 0;
+            res.round_work_ns += now_ns() - round_start;
+            continue;
+        }
+        if (deadline.passed()) {
+            if (must_hold) hold();
+            decide(attempt, undecided, retry);
+            if (must_hold) unhold();
+        }
+        if (cur != prev) idle = 0;
+        prev.swap(cur);
+        res.round_work_ns += now_ns() - round_start;
+        rest(idle);
+    }
+}
+
+void Drain::snapshot_clocks(std::vector<uint64_t>& out) {
+    out.clear();
+    uint64_t lines[WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE / 8];
+    for (uint32_t r = 0; r < rt_.size(); ++r) {
+        uint64_t status[4];
+        read_remote(r, status_off(0), status, 4);
+        const uint64_t hi = std::min<uint64_t>(status[WEFT_STATE_DRAIN_SLOTS_HI / 8], WEFT_STATE_COMM_SLOTS);
+        out.push_back(status[WEFT_STATE_DRAIN_PHASE / 8]);
+        out.push_back(hi);
+        if (!hi) continue;
+        read_remote(r, clock_off(0, 0), lines, hi * WEFT_STATE_LINE / 8);
+        for (uint64_t s = 0; s < hi; ++s) {
+            const uint64_t* rec = lines + s * WEFT_STATE_LINE / 8;
+            if (rec[WEFT_STATE_CLOCK_CONTEXT / 8] == 0) continue;
+            out.push_back(rec[WEFT_STATE_CLOCK_SEQ / 8]);
+            out.push_back(rec[WEFT_STATE_CLOCK_TARGET / 8]);
+            out.push_back(rec[WEFT_STATE_CLOCK_FINISHED / 8]);
+        }
+        out.push_back(UINT64_MAX);  // end of this rank
+    }
+}
+
+bool Drain::clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt) const {
+    const uint64_t want_phase = (attempt << 4) | phase_collective;
+    size_t i = 0;
+    for (uint32_t r = 0; r < rt_.size(); ++r) {
+        if (i + 2 > s.size() || s[i] != want_phase) return false;
+        i += 2;
+        while (i < s.size() && s[i] != UINT64_MAX) {
+            const uint64_t seq = s[i], target = s[i + 1], finished = s[i + 2];
+            // At its target, and not inside a collective.
+            if (seq != finished || (seq & value_mask) != target_of(target, attempt)) return false;
+            i += 3;
+        }
+        ++i;
+    }
+    return true;
+}
+
+// -------------------------------------------- the point-to-point phase
+Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
+    phase_.store(phase_p2p, std::memory_order_release);
+    hold();  // until resume: no application thread enters weft now
+    publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_p2p);
+    const Deadline deadline = Deadline::after_ns(timeout_ns_);
+    const uint64_t want_phase = (attempt << 4) | phase_p2p;
+    std::vector<uint64_t> prev, cur;
+    uint32_t idle = 0;
+    for (uint64_t round_start = now_ns();; round_start = now_ns()) {
+        ++res.rounds;
+        uint32_t moved = 0;
+        for (int k = 0; k < 4; ++k) moved += eng_.poll();
+        uint64_t bytes = 0;
+        res.pulled += eng_.drain_rendezvous(bytes);
+        moved += eng_.poll();
+        publish(WEFT_STATE_DRAIN_PENDING, eng_.pending_transfers());
+        cur.clear();
+        uint64_t sent = 0, received = 0;
+        bool all_here = true, all_idle = true;
+        for (uint32_t r = 0; r < rt_.size(); ++r) {
+            uint64_t st[2], counters[9];
+            read_remote(r, status_off(WEFT_STATE_DRAIN_PHASE), st, 2);
+            // sent (line 3) and received (line 4) in one read
+            read_remote(r, WEFT_STATE_P2P_SENT_OFF, counters, 9);
+            const uint64_t s_r = counters[0], rcv = counters[8];
+            cur.insert(cur.end(), {st[0], st[1], s_r, rcv});
+            sent += s_r;
+            received += rcv;
+            all_here = all_here && st[0] == want_phase;
+            all_idle = all_idle && st[1] == 0;
+        }
+        const uint64_t dec = decision();
+        if ((dec >> 4) == attempt && ((dec & 15) == p2p_done || (dec & 15) == failed)) return Code(dec & 15);
+        if (cur == prev && all_here && all_idle && sent == received) decide(attempt, coll_done, p2p_done);
+        else if (deadline.passed()) decide(attempt, coll_done, failed);
+        if (cur != prev || moved) idle = 0;
+        prev.swap(cur);
+        res.round_work_ns += now_ns() - round_start;
+        rest(idle);
+    }
+}
+
+void Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
+    eng_.buffered(res.buffered_messages, res.buffered_bytes);
+    publish(status_buffered, res.buffered_messages);
+    weft_drain_quiescent_fn fn;
+    void* arg;
+    {
+        std::lock_guard<std::mutex> g(mutex_);
+        fn = callback_;
+        arg = callback_arg_;
+    }
+    if (fn) fn(arg, &res);
+    publish(WEFT_STATE_DRAIN_QUIESCENT, number);
+    // Nobody resumes before every rank's callback returned (a checkpoint:
+    // every image is written before any new message can be sent).
+    uint32_t idle = 0;
+    for (;;) {
+        bool all = true;
+        uint64_t buffered = 0;
+        for (uint32_t r = 0; r < rt_.size() && all; ++r) {
+            uint64_t st[6];
+            read_remote(r, status_off(0), st, 6);
+            all = st[WEFT_STATE_DRAIN_QUIESCENT / 8] >= number && st[WEFT_STATE_DRAIN_QUIESCENT / 8] != UINT64_MAX;
+            buffered += st[status_buffered / 8];
+        }
+        if (all) {
+            res.job_buffered_messages = buffered;
+            return;
+        }
+        if (needs_progress_) eng_.poll();
+        rest(idle);
+    }
+}
+
+// --------------------------------------------------- commit_begin's slow path
+void Drain::on_commit(void* arg, Comm& c) { static_cast<Drain*>(arg)->commit(c); }
+
+bool Drain::all_at_target(uint64_t attempt) {
+    const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
+    for (uint32_t s = 0; s < hi; ++s) {
+        if (std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_CONTEXT))).load() == 0) continue;
+        const uint64_t seq = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_SEQ))).load();
+        const uint64_t target = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_TARGET))).load(std::memory_order_acquire);
+        if ((seq & value_mask) < target_of(target, attempt)) return false;
+    }
+    return true;
+}
+
+void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
+    raises_.fetch_add(1, std::memory_order_relaxed);
+    publish(WEFT_STATE_DRAIN_RAISES, raises_.load(std::memory_order_relaxed));
+    // Every other member first, ourselves last: until our own target is
+    // raised we are past it, so nobody can see us converged while a
+    // member's target is still the old one.
+    for (uint32_t i = 0; i < c.size; ++i)
+        if (i != c.rank) cas_max_target(c.members[i], c.slots[i], attempt, value);
+    cas_max_target(rt_.rank(), c.slot, attempt, value);
+}
+
+void Drain::commit(Comm& c) {
+    std::atomic_ref<uint64_t> seq(*own(clock_off(c.slot, WEFT_STATE_CLOCK_SEQ)));
+    uint32_t spins = 0;
+    while (c.slots_known) {
+        const uint64_t attempt = eng_.drain_active().load(std::memory_order_acquire);
+        if (attempt == 0) break;  // no drain, or a free run between attempts
+        if (phase_.load(std::memory_order_acquire) == phase_collective && !all_at_target(attempt)) {
+            // Below a target somewhere: run on. Passing this one raises it,
+            // and the raise lands everywhere before the collective starts.
+            const uint64_t next = seq.load(std::memory_order_relaxed) + 1;
+            seq.store(next, std::memory_order_release);
+            const uint64_t target =
+                std::atomic_ref<uint64_t>(*own(clock_off(c.slot, WEFT_STATE_CLOCK_TARGET))).load(std::memory_order_acquire);
+            if ((next & value_mask) > target_of(target, attempt)) raise(c, next, attempt);
+            return;
+        }
+        // At every target (or the collectives are drained): wait here,
+        // outside weft, until the drain ends or a raise puts us below one.
+        const bool mt = rt_.multi_threaded();
+        if (mt) rt_.api_mutex().unlock();
+        const uint32_t depth = gate::step_out();
+        if (++spins < 16) std::this_thread::yield();
+        else std::this_thread::sleep_for(std::chrono::microseconds(spins < 64 ? 20 : 200));
+        gate::step_in(depth);
+        if (mt) rt_.api_mutex().lock();
+    }
+    seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+}  // namespace weft::drain

@@ -1,0 +1,98 @@
+// drain.hpp — the drain thread of one context: MANA's Collective Clock and
+// point-to-point drain over the pinned state windows (docs/drain.md).
+#pragma once
+
+#include <weft/drain.h>
+
+#include "group/engine.hpp"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace weft::drain {
+
+class Drain {
+public:
+    Drain(Runtime& rt, group::Engine& eng);
+    ~Drain();
+    Drain(const Drain&) = delete;
+    Drain& operator=(const Drain&) = delete;
+
+    void start();
+    // Finishes a drain in progress, then stops the thread.
+    void stop();
+
+    // Any thread (the drain thread sends it).
+    Status request(uint64_t& number);
+    // Outside weft (no entry held).
+    Status wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& out);
+    void set_callback(weft_drain_quiescent_fn fn, void* arg);
+
+private:
+    enum Code : uint64_t { undecided = 0, coll_done = 1, retry = 2, p2p_done = 3, failed = 4 };
+    enum Phase : uint64_t { phase_collective = 1, phase_p2p = 2 };
+
+    void run();
+    void run_drain(uint64_t number);
+    // One attempt of the collective phase; returns the decision's code.
+    Code collective_attempt(uint64_t attempt, weft_drain_result_t& res);
+    Code p2p_phase(uint64_t attempt, weft_drain_result_t& res);
+    void quiescent_barrier(uint64_t number, weft_drain_result_t& res);
+    void serve_trigger();
+    void send_request(uint64_t number);
+
+    // commit_begin's slow path (application threads, inside an entry).
+    static void on_commit(void* arg, group::Comm& c);
+    void commit(group::Comm& c);
+    bool all_at_target(uint64_t attempt);
+    void raise(group::Comm& c, uint64_t value, uint64_t attempt);
+
+    // The whole of weft for this thread: gate closed, context lock held.
+    void hold();
+    void unhold();
+
+    // One-sided access to rank r's state window.
+    uint64_t load_remote(uint32_t r, uint64_t off);
+    void read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words);
+    template <typename Enough>
+    Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough);
+    void cas_max_target(uint32_t r, uint32_t slot, uint64_t attempt, uint64_t value);
+    uint64_t decision();
+    void decide(uint64_t attempt, Code from, Code to);
+    uint64_t* own(uint64_t off);
+    void publish(uint64_t field, uint64_t v);
+    // Everything the collective phase's termination looks at, all ranks.
+    void snapshot_clocks(std::vector<uint64_t>& out);
+    bool clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt) const;
+    void rest(uint32_t& idle);
+
+    Runtime& rt_;
+    group::Engine& eng_;
+    weft_window* win_;
+    bool direct_ = false;         // every rank's window is mapped here (shm)
+    bool needs_progress_ = false; // atomics move only when the target progresses
+    uint64_t attempt_ns_, free_run_ns_, timeout_ns_, idle_ns_;
+    int trigger_fd_ = -1, report_fd_ = -1;
+    bool report_next_ = false;
+
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> phase_{0};  // Phase of the running attempt, 0 when none
+    uint64_t attempts_total_ = 0;     // same on every rank: attempts of all drains
+    uint64_t completed_ = 0;          // drains finished here
+    std::atomic<uint64_t> started_{0};
+    std::atomic<uint64_t> raises_{0};
+    std::atomic<uint64_t> asked_{0};  // highest drain number asked for here
+    uint64_t sent_request_ = 0;
+    bool held_ = false;
+
+    std::mutex mutex_;  // results, callback
+    std::condition_variable done_cv_;
+    std::map<uint64_t, weft_drain_result_t> results_;
+    weft_drain_quiescent_fn callback_ = nullptr;
+    void* callback_arg_ = nullptr;
+};
+
+}  // namespace weft::drain

@@ -1,0 +1,74 @@
+/*
+ * drain.h — bringing the whole job to a quiescent point (C ABI).
+ *
+ * A drain is MANA's: afterwards no thread is inside weft, every collective
+ * that started on a rank is complete on every member of its communicator,
+ * and no point-to-point message is in transit (each is in the receiver's
+ * buffer or already received). Unlike MANA it has no coordinator: the
+ * Collective Clock's targets, the counter sums and the decisions live in
+ * the ranks' pinned state windows and move by one-sided atomics and reads
+ * (docs/drain.md).
+ *
+ * Every rank runs a drain thread (disable with WEFT_DRAIN=0). Any rank may
+ * ask for a drain; all ranks then take part, whatever their application
+ * threads are doing: a rank that computes is observed one-sidedly, a rank
+ * that reaches its targets waits at its next collective, a rank below them
+ * runs on. At the quiescent point each rank's callback runs (a checkpoint
+ * writes its image there); when every rank's callback has returned, the
+ * job resumes.
+ *
+ * Environment: WEFT_DRAIN_ATTEMPT_MS (5000: an attempt that has not
+ * converged by then is abandoned), WEFT_DRAIN_FREE_RUN_MS (100: the job
+ * runs freely between attempts), WEFT_DRAIN_TIMEOUT_MS (60000: a drain
+ * that cannot finish its point-to-point phase gives up and resumes),
+ * WEFT_DRAIN_IDLE_US (1000: how often an idle drain thread looks for a
+ * request).
+ */
+#ifndef WEFT_DRAIN_H
+#define WEFT_DRAIN_H
+
+#include <weft/weft.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_drain_result {
+    uint64_t drain;             /* the job-wide drain number: 1, 2, ... */
+    weft_status_t status;       /* WEFT_OK, or why the drain gave up */
+    uint32_t attempts;          /* collective-phase attempts (1 = no retry) */
+    uint64_t rounds;            /* observation rounds this rank made, all attempts */
+    uint64_t round_work_ns;     /* time those rounds took, without the pauses between them */
+    uint64_t raises;            /* targets this rank's threads raised */
+    uint64_t collective_ns;     /* start -> every collective drained (this rank's view) */
+    uint64_t total_ns;          /* start -> quiescent on every rank */
+    uint64_t buffered_messages; /* in this rank's buffer at the quiescent point */
+    uint64_t buffered_bytes;
+    uint64_t pulled;            /* rendezvous payloads the drain pulled into the buffer */
+    uint64_t job_buffered_messages; /* the sum over all ranks */
+} weft_drain_result_t;
+
+/* Runs on the drain thread at the quiescent point, before the job resumes;
+ * it must not call weft. */
+typedef void (*weft_drain_quiescent_fn)(void *arg, const weft_drain_result_t *result);
+
+/* Asks every rank for a drain. Returns at once with the number of the drain
+ * that will serve this request (one already requested but not yet started
+ * is joined). Any thread may call it, at any time (the drain thread sends
+ * the request). */
+weft_status_t weft_drain_request(weft_context_t ctx, uint64_t *drain_number);
+/* Waits until drain `drain_number` has finished on this rank (the job has
+ * resumed) and returns its result; WEFT_ERR_TIMEOUT after timeout_ms
+ * (0: wait as long as it takes). Must not be called with any weft call of
+ * this thread still in progress. */
+weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_t timeout_ms,
+                              weft_drain_result_t *result);
+/* Request and wait. */
+weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t *result);
+/* The callback for every later drain (NULL removes it). */
+weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_DRAIN_H */

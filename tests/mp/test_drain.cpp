@@ -1,0 +1,612 @@
+// test_drain.cpp — the drain (drain.h): the Collective Clock and the
+// point-to-point drain, on the situations of seed 001 and the drain issue.
+//
+// Every test is collective: drains are numbered job-wide and each test runs
+// exactly one (except the soak test), so every rank knows which number to
+// wait for. At the quiescent point each rank's callback snapshots its clock
+// records; after the drain the ranks check that every communicator's clock
+// agrees on all members and that no collective was open.
+#include "tests/mp/comm_util.hpp"
+
+#include <weft/drain.h>
+
+#include <chrono>
+#include <thread>
+
+namespace {
+
+using namespace mp;
+
+uint64_t drains_done = 0;  // drains this job has finished (the same on every rank)
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+uint64_t* state_base() {
+    weft_window_t sw;
+    void* base;
+    size_t size;
+    EXPECT_EQ(weft_state_window(ctx, &sw), WEFT_OK);
+    EXPECT_EQ(weft_window_local(sw, &base, &size), WEFT_OK);
+    return static_cast<uint64_t*>(base);
+}
+
+uint64_t& state_word(uint64_t off) { return state_base()[off / 8]; }
+
+uint32_t slot_of(weft_comm_t c) {
+    uint32_t s = 0;
+    EXPECT_EQ(weft_comm_clock_slot(c, &s), WEFT_OK);
+    return s;
+}
+
+// What the quiescent-point callback saw.
+struct Quiescent {
+    std::atomic<int> calls{0};
+    uint64_t seq[WEFT_STATE_COMM_SLOTS] = {}, finished[WEFT_STATE_COMM_SLOTS] = {};
+    uint64_t sent = 0, received = 0;
+    std::atomic<bool> inside{false};
+    int hold_ms = 0;  // a test can keep the job quiescent a while
+};
+Quiescent quiescent;
+
+void on_quiescent(void* arg, const weft_drain_result_t*) {
+    auto* q = static_cast<Quiescent*>(arg);
+    q->inside = true;
+    for (uint32_t s = 0; s < WEFT_STATE_COMM_SLOTS; ++s) {
+        q->seq[s] = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_SEQ))).load();
+        q->finished[s] = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_FINISHED))).load();
+    }
+    q->sent = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_P2P_SENT_OFF)).load();
+    q->received = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_P2P_RECEIVED_OFF)).load();
+    if (q->hold_ms) sleep_ms(q->hold_ms);
+    q->inside = false;
+    q->calls.fetch_add(1);
+}
+
+class DrainTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_EQ(weft_drain_set_callback(ctx, on_quiescent, &quiescent), WEFT_OK);
+        quiescent.calls = 0;
+        quiescent.hold_ms = 0;
+        ::testing::Test::RecordProperty("rank", static_cast<int>(rank));
+    }
+    // Rank `who` asks; every rank waits for the drain and gets its result.
+    weft_drain_result_t drain_requested_by(uint32_t who) {
+        weft_drain_result_t res{};
+        const uint64_t number = ++drains_done;
+        if (rank == who) {
+            uint64_t n = 0;
+            EXPECT_EQ(weft_drain_request(ctx, &n), WEFT_OK);
+            EXPECT_EQ(n, number) << "drain numbers are job-wide and sequential";
+        }
+        EXPECT_EQ(weft_drain_wait(ctx, number, 120000, &res), WEFT_OK) << "drain " << number;
+        EXPECT_EQ(res.drain, number);
+        EXPECT_EQ(quiescent.calls.load(), 1) << "the callback runs once per drain";
+        return res;
+    }
+    void request(uint32_t who) {
+        if (rank != who) return;
+        uint64_t n = 0;
+        EXPECT_EQ(weft_drain_request(ctx, &n), WEFT_OK);
+        EXPECT_EQ(n, drains_done + 1);
+    }
+    weft_drain_result_t wait_drain() {
+        weft_drain_result_t res{};
+        const uint64_t number = ++drains_done;
+        EXPECT_EQ(weft_drain_wait(ctx, number, 120000, &res), WEFT_OK) << "drain " << number;
+        EXPECT_EQ(quiescent.calls.load(), 1);
+        return res;
+    }
+    static constexpr uint64_t any = UINT64_MAX;
+    // At the quiescent point: no collective open here, and each listed
+    // communicator's clock equal on every member (expected, if given).
+    void expect_clocks_agree(std::vector<weft_comm_t> comms, std::vector<uint64_t> expected = {}) {
+        for (size_t i = 0; i < comms.size(); ++i) {
+            const uint32_t s = slot_of(comms[i]);
+            EXPECT_EQ(quiescent.seq[s], quiescent.finished[s]) << "a collective was open at the quiescent point";
+            uint64_t mine[2] = {quiescent.seq[s], ~quiescent.seq[s]}, agg[2];
+            ASSERT_EQ(weft_allreduce(comms[i], mine, agg, 2, WEFT_UINT64, WEFT_OP_MAX), WEFT_OK);
+            EXPECT_EQ(agg[0], quiescent.seq[s]) << "communicator " << i << ": clocks differ between members";
+            EXPECT_EQ(~agg[1], quiescent.seq[s]) << "communicator " << i << ": clocks differ between members";
+            if (i < expected.size() && expected[i] != any) { EXPECT_EQ(quiescent.seq[s], expected[i]) << "communicator " << i; }
+        }
+        // Nothing in transit: the job's sent and received counts agree.
+        uint64_t counts[2] = {quiescent.sent, quiescent.received}, sums[2];
+        ASSERT_EQ(weft_allreduce(world(), counts, sums, 2, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+        EXPECT_EQ(sums[0], sums[1]) << "messages in transit at the quiescent point";
+    }
+};
+
+// The phase word of this rank's drain status (state_window.h) changes when
+// its drain thread starts an attempt: a test that must act inside the
+// drain waits for that.
+uint64_t drain_phase() {
+    return std::atomic_ref<uint64_t>(state_word(WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_DRAIN_PHASE)).load();
+}
+void await_drain_start(uint64_t phase_before) {
+    const uint64_t end = now_ns() + 30000000000ull;
+    while (drain_phase() == phase_before && now_ns() < end) sleep_ms(1);
+    ASSERT_NE(drain_phase(), phase_before) << "the drain did not start";
+}
+
+// MPI's rule: a non-blocking collective matches only non-blocking ones.
+void ibarrier_wait(weft_comm_t c) {
+    weft_request_t r = nullptr;
+    ASSERT_EQ(weft_ibarrier(c, &r), WEFT_OK);
+    ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+}
+
+weft_comm_t dup_world() {
+    weft_comm_t c = nullptr;
+    EXPECT_EQ(weft_comm_dup(world(), &c), WEFT_OK);
+    return c;
+}
+
+// Seed 001's example: rank 0 is in its 5th broadcast when the drain starts,
+// the others made 4 and compute. The target becomes 5; they run on, make
+// their 5th, and the drain ends with every clock at 5.
+TEST_F(DrainTest, SeedExample) {
+    weft_comm_t c = dup_world();
+    uint64_t v = 0;
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(weft_bcast(c, &v, 1, WEFT_UINT64, 0), WEFT_OK);
+    weft_request_t r = nullptr;
+    v = 5;
+    if (rank == 0) { ASSERT_EQ(weft_ibcast(c, &v, 1, WEFT_UINT64, 0, &r), WEFT_OK); }
+    request(0);
+    if (rank != 0) {
+        sleep_ms(100);  // computing
+        ASSERT_EQ(weft_ibcast(c, &v, 1, WEFT_UINT64, 0, &r), WEFT_OK);
+        ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+        EXPECT_EQ(v, 5u);
+    } else {
+        ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+    }
+    wait_drain();
+    expect_clocks_agree({world(), c}, {any, 5});
+    ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// The world is at its target everywhere, but a rank on its way to a world
+// target passes a sub-communicator's target: it raises it, and its partner
+// there, which was waiting, has to run one more collective.
+TEST_F(DrainTest, RaiseOnSubCommunicatorWhileWorldAtTarget) {
+    weft_comm_t sub = nullptr;
+    ASSERT_EQ(weft_comm_split(world(), rank < 2 ? 0 : 1, 0, &sub), WEFT_OK);
+    weft_comm_t w = world();
+    uint64_t one = 1, sum = 0;
+    weft_request_t r = nullptr;
+    if (rank == 0) { ASSERT_EQ(weft_ibarrier(w, &r), WEFT_OK); }  // world target +1
+    const uint64_t phase = drain_phase();
+    barrier();  // everyone read its phase before anyone asks
+    request(0);
+    if (rank == 0) {
+        await_drain_start(phase);
+        // At every target: waits at this allreduce until rank 1's raise.
+        ASSERT_EQ(weft_allreduce(sub, &one, &sum, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+        ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+    } else {
+        await_drain_start(phase);
+        sleep_ms(50);
+        ASSERT_EQ(weft_allreduce(sub, &one, &sum, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);  // passes sub's target
+        ibarrier_wait(w);
+    }
+    EXPECT_EQ(sum, comm_size(sub));
+    weft_drain_result_t res = wait_drain();
+    if (rank == 1) { EXPECT_GE(res.raises, 1u) << "rank 1 passed the sub-communicator's target"; }
+    expect_clocks_agree({world(), sub}, {any, 1});
+    ASSERT_EQ(weft_comm_free(&sub), WEFT_OK);
+}
+
+// An eager broadcast's root finishes at once; it passed the target while
+// the members compute, so its raise must be in their windows before it
+// goes on — or they would look converged with a stale target.
+TEST_F(DrainTest, EagerBcastRootRaisesWhileMembersCompute) {
+    weft_comm_t c = dup_world();
+    weft_request_t r = nullptr;
+    // Rank size-1 opens a world collective: rank 0 is then below the world's
+    // target and runs on through the broadcast.
+    if (rank == size - 1) { ASSERT_EQ(weft_ibarrier(world(), &r), WEFT_OK); }
+    const uint64_t phase = drain_phase();
+    barrier();
+    request(size - 1);
+    uint64_t v = rank == 0 ? 42 : 0;
+    if (rank == 0) {
+        await_drain_start(phase);
+        ASSERT_EQ(weft_bcast(c, &v, 1, WEFT_UINT64, 0), WEFT_OK);
+        ibarrier_wait(world());
+    } else {
+        sleep_ms(400);  // computing while the root raises
+        ASSERT_EQ(weft_bcast(c, &v, 1, WEFT_UINT64, 0), WEFT_OK);
+        if (rank == size - 1) { ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK); }
+        else { ibarrier_wait(world()); }
+    }
+    EXPECT_EQ(v, 42u);
+    weft_drain_result_t res = wait_drain();
+    if (rank == 0) { EXPECT_GE(res.raises, 1u); }
+    expect_clocks_agree({c}, {1});
+    ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// A rank computes for 3 s before it reaches its target. With the default
+// attempt bound the drain simply waits; with WEFT_DRAIN_ATTEMPT_MS below
+// 3 s (the retry lane) attempts are abandoned and retried until it
+// converges.
+TEST_F(DrainTest, RankComputesThreeSecondsBeforeItsTarget) {
+    weft_request_t r = nullptr;
+    if (rank != 1) { ASSERT_EQ(weft_ibarrier(world(), &r), WEFT_OK); }
+    request(0);
+    if (rank == 1) {
+        sleep_ms(3000);
+        ibarrier_wait(world());
+    } else {
+        ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+    }
+    weft_drain_result_t res = wait_drain();
+    const char* bound = std::getenv("WEFT_DRAIN_ATTEMPT_MS");
+    if (bound && std::atoi(bound) < 2500) { EXPECT_GE(res.attempts, 2u) << "attempts are bounded by time"; }
+    else { EXPECT_EQ(res.attempts, 1u); }
+    expect_clocks_agree({world()});
+}
+
+// Non-blocking collectives posted on one rank only: the others post theirs
+// later; the drain completes rank 0's (nobody there waits for them) and
+// its later wait returns at once.
+TEST_F(DrainTest, PendingNonBlockingCollectivesOnOneRank) {
+    weft_comm_t c = dup_world();
+    uint64_t v = rank == 0 ? 7 : 0;
+    weft_request_t rb = nullptr, rbar = nullptr;
+    if (rank == 0) {
+        ASSERT_EQ(weft_ibcast(c, &v, 1, WEFT_UINT64, 0, &rb), WEFT_OK);
+        ASSERT_EQ(weft_ibarrier(c, &rbar), WEFT_OK);
+    }
+    request(0);
+    if (rank != 0) {
+        sleep_ms(150);
+        ASSERT_EQ(weft_ibcast(c, &v, 1, WEFT_UINT64, 0, &rb), WEFT_OK);
+        ASSERT_EQ(weft_ibarrier(c, &rbar), WEFT_OK);
+        ASSERT_EQ(weft_request_wait(&rb, nullptr), WEFT_OK);
+        ASSERT_EQ(weft_request_wait(&rbar, nullptr), WEFT_OK);
+    }
+    wait_drain();
+    if (rank == 0) {
+        int done = 0;
+        ASSERT_EQ(weft_request_test(&rb, &done, nullptr), WEFT_OK);
+        EXPECT_TRUE(done) << "the drain completed the pending ibcast";
+        ASSERT_EQ(weft_request_test(&rbar, &done, nullptr), WEFT_OK);
+        EXPECT_TRUE(done) << "the drain completed the pending ibarrier";
+        if (rb) { ASSERT_EQ(weft_request_wait(&rb, nullptr), WEFT_OK); }
+        if (rbar) { ASSERT_EQ(weft_request_wait(&rbar, nullptr), WEFT_OK); }
+    }
+    EXPECT_EQ(v, 7u);
+    expect_clocks_agree({c}, {2});
+    ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// Free during the drain: the free's barrier is a collective like any other.
+TEST_F(DrainTest, FreeDuringTheDrain) {
+    weft_comm_t c = dup_world();
+    const uint32_t s = slot_of(c);
+    ASSERT_EQ(weft_barrier(c), WEFT_OK);
+    if (rank == 0) { ASSERT_EQ(weft_comm_free(&c), WEFT_OK); }
+    request(0);
+    if (rank != 0) {
+        sleep_ms(100);
+        ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+    }
+    wait_drain();
+    EXPECT_EQ(quiescent.seq[s], quiescent.finished[s]) << "the free's barrier finished inside the drain";
+    EXPECT_EQ(quiescent.seq[s], 2u);
+    // Released everywhere once its barrier is done.
+    EXPECT_TRUE(progress_until([&] {
+        return std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_CONTEXT))).load() == 0;
+    })) << "the freed communicator's slot was not released";
+    expect_clocks_agree({world()});
+}
+
+// A dup (a collective on the parent) called while a drain is pending waits
+// for it at its commit, then completes after the drain.
+TEST_F(DrainTest, DupWhileADrainIsPending) {
+    request(0);
+    weft_comm_t c = dup_world();  // may wait at the world's target
+    ASSERT_NE(c, nullptr);
+    ASSERT_EQ(weft_barrier(c), WEFT_OK);
+    wait_drain();
+    expect_clocks_agree({world()});
+    ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// Two communicators with the same members keep separate clocks: used in
+// different orders on different ranks, each converges to its own count.
+TEST_F(DrainTest, SameMembershipCommunicatorsKeepSeparateClocks) {
+    weft_comm_t a = dup_world(), b = dup_world();
+    weft_request_t ra[3], rb = nullptr;
+    if (rank % 2 == 0) {
+        for (auto& r : ra) ASSERT_EQ(weft_ibarrier(a, &r), WEFT_OK);
+        ASSERT_EQ(weft_ibarrier(b, &rb), WEFT_OK);
+    } else {
+        ASSERT_EQ(weft_ibarrier(b, &rb), WEFT_OK);
+        for (auto& r : ra) ASSERT_EQ(weft_ibarrier(a, &r), WEFT_OK);
+    }
+    weft_request_t extra = nullptr;
+    if (rank == 0) { ASSERT_EQ(weft_ibarrier(a, &extra), WEFT_OK); }  // a's target becomes 4, b's stays 1
+    request(0);
+    for (auto& r : ra) ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+    ASSERT_EQ(weft_request_wait(&rb, nullptr), WEFT_OK);
+    if (rank != 0) {
+        sleep_ms(50);
+        ibarrier_wait(a);
+    } else {
+        ASSERT_EQ(weft_request_wait(&extra, nullptr), WEFT_OK);
+    }
+    wait_drain();
+    expect_clocks_agree({a, b}, {4, 1});
+    ASSERT_EQ(weft_comm_free(&a), WEFT_OK);
+    ASSERT_EQ(weft_comm_free(&b), WEFT_OK);
+}
+
+// Clocks past 2^32: targets are compared in full, not in 32 bits.
+TEST_F(DrainTest, ClocksBeyondTwoToThe32) {
+    weft_comm_t c = dup_world();
+    const uint32_t s = slot_of(c);
+    const uint64_t start = (1ull << 32) - 2;
+    // Owner-store words: this rank may set its own (no collective is open).
+    std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_SEQ))).store(start);
+    std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_FINISHED))).store(start);
+    barrier();
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(weft_barrier(c), WEFT_OK);
+    weft_request_t r = nullptr;
+    if (rank == 0) { ASSERT_EQ(weft_ibarrier(c, &r), WEFT_OK); }
+    request(0);
+    if (rank == 0) { ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK); }
+    else {
+        sleep_ms(50);
+        ibarrier_wait(c);
+    }
+    wait_drain();
+    expect_clocks_agree({c}, {start + 4});
+    ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// A request racing the first collectives after it.
+TEST_F(DrainTest, RequestRacesTheFirstCollective) {
+    request(size - 1);
+    weft_comm_t c = dup_world();
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(weft_barrier(c), WEFT_OK);
+    wait_drain();
+    expect_clocks_agree({world()});
+    ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// Messages in flight on a sub-communicator end in the receiver's buffer,
+// counted once; afterwards receives see them first, in order.
+TEST_F(DrainTest, MessagesInFlightOnASubCommunicatorAreBuffered) {
+    weft_comm_t sub = nullptr;
+    ASSERT_EQ(weft_comm_split(world(), rank < 2 ? 0 : 1, 0, &sub), WEFT_OK);
+    constexpr int n = 100;
+    std::vector<weft_request_t> sends;
+    // All sent before the drain is asked for (sends made after the job
+    // resumes are not the drain's). Over UCX a sender whose receiver makes
+    // no call relies on the receiver's drain thread to progress it.
+    if (rank == 0) {
+        for (uint64_t i = 0; i < n; ++i) {
+            weft_request_t r = nullptr;
+            uint64_t payload[4] = {i, i * 3, i * 7, 11};
+            ASSERT_EQ(weft_isend(sub, payload, 4, WEFT_UINT64, 1, 5, &r), WEFT_OK);
+            sends.push_back(r);
+        }
+    }
+    request(0);
+    for (auto& r : sends) ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+    weft_drain_result_t res = wait_drain();
+    if (rank == 1) {
+        EXPECT_EQ(res.buffered_messages, uint64_t(n)) << "every message in the buffer, once";
+        EXPECT_EQ(res.buffered_bytes, uint64_t(n) * 32);
+    }
+    EXPECT_GE(res.job_buffered_messages, uint64_t(n));
+    if (rank == 1) {
+        for (uint64_t i = 0; i < n; ++i) {
+            uint64_t got[4] = {};
+            weft_msg_status_t st{};
+            ASSERT_EQ(weft_recv(sub, got, 4, WEFT_UINT64, WEFT_ANY_SOURCE, WEFT_ANY_TAG, &st), WEFT_OK);
+            EXPECT_EQ(got[0], i) << "buffered messages keep their order";
+            EXPECT_EQ(got[2], i * 7);
+            EXPECT_EQ(st.source, 0);
+            EXPECT_EQ(st.tag, 5);
+        }
+    }
+    expect_clocks_agree({world(), sub});
+    ASSERT_EQ(weft_comm_free(&sub), WEFT_OK);
+}
+
+// An unmatched rendezvous message: the drain pulls it into the buffer and
+// the sender's send completes (its buffer is free) before any receive.
+TEST_F(DrainTest, UnmatchedRendezvousIsPulledIntoTheBuffer) {
+    const size_t count = (slow_fabric() ? 8u : 64u) << 20 >> 3;  // 64 MiB of uint64
+    std::vector<uint64_t> buf;
+    weft_request_t r = nullptr;
+    if (rank == 0) {
+        buf.resize(count);
+        for (size_t i = 0; i < count; ++i) buf[i] = mix(i);
+        ASSERT_EQ(weft_isend(world(), buf.data(), count, WEFT_UINT64, 1, 9, &r), WEFT_OK);
+    }
+    request(0);
+    weft_drain_result_t res = wait_drain();
+    if (rank == 0) {
+        ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK) << "the drained send completes";
+        std::fill(buf.begin(), buf.end(), 0);  // the receiver must have its own copy now
+    }
+    if (rank == 1) {
+        EXPECT_EQ(res.buffered_messages, 1u);
+        EXPECT_EQ(res.buffered_bytes, count * 8);
+        std::vector<uint64_t> got(count);
+        weft_msg_status_t st{};
+        ASSERT_EQ(weft_recv(world(), got.data(), count, WEFT_UINT64, 0, 9, &st), WEFT_OK);
+        EXPECT_EQ(st.bytes, count * 8);
+        size_t bad = 0;
+        for (size_t i = 0; i < count; ++i) bad += got[i] != mix(i);
+        EXPECT_EQ(bad, 0u);
+    }
+    expect_clocks_agree({world()});
+}
+
+// A synchronous send whose message the drain buffered completes only when
+// the application receives it (the receiver's ACK after the drain), both
+// eager and rendezvous.
+TEST_F(DrainTest, SynchronousSendBufferedByTheDrainWaitsForTheReceive) {
+    const size_t big = slow_fabric() ? (256u << 10) : (4u << 20);
+    std::vector<uint8_t> small(64, 3), large(big, 4);
+    weft_request_t rs = nullptr, rl = nullptr;
+    if (rank == 0) {
+        ASSERT_EQ(weft_issend(world(), small.data(), small.size(), WEFT_BYTE, 1, 1, &rs), WEFT_OK);
+        ASSERT_EQ(weft_issend(world(), large.data(), large.size(), WEFT_BYTE, 1, 2, &rl), WEFT_OK);
+    }
+    request(0);
+    wait_drain();
+    if (rank == 0) {
+        int done = 1;
+        ASSERT_EQ(weft_request_test(&rs, &done, nullptr), WEFT_OK);
+        EXPECT_FALSE(done) << "eager ssend completed before its receive was posted";
+        ASSERT_EQ(weft_request_test(&rl, &done, nullptr), WEFT_OK);
+        EXPECT_FALSE(done) << "rendezvous ssend completed before its receive was posted";
+    }
+    barrier();
+    if (rank == 1) {
+        std::vector<uint8_t> a(64), b(big);
+        ASSERT_EQ(weft_recv(world(), a.data(), a.size(), WEFT_BYTE, 0, 1, nullptr), WEFT_OK);
+        ASSERT_EQ(weft_recv(world(), b.data(), b.size(), WEFT_BYTE, 0, 2, nullptr), WEFT_OK);
+        EXPECT_EQ(a, small);
+        EXPECT_EQ(b, large);
+    }
+    if (rank == 0) {
+        ASSERT_EQ(weft_request_wait(&rs, nullptr), WEFT_OK);
+        ASSERT_EQ(weft_request_wait(&rl, nullptr), WEFT_OK);
+    }
+    expect_clocks_agree({world()});
+}
+
+// A thread that calls weft while the drain holds it waits at the door
+// until the job resumes, then its send goes through.
+TEST_F(DrainTest, IsendDuringTheDrainWaitsAtTheDoor) {
+    quiescent.hold_ms = 100;
+    std::atomic<bool> returned_after_quiescent{false};
+    std::thread sender;
+    if (rank == 0) {
+        sender = std::thread([&] {
+            while (!quiescent.inside.load()) std::this_thread::yield();
+            uint64_t v = 99;
+            weft_request_t r = nullptr;
+            EXPECT_EQ(weft_isend(world(), &v, 1, WEFT_UINT64, 1, 3, &r), WEFT_OK);
+            returned_after_quiescent = !quiescent.inside.load() && quiescent.calls.load() == 1;
+            EXPECT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+        });
+    }
+    request(0);
+    wait_drain();
+    if (rank == 0) {
+        sender.join();
+        EXPECT_TRUE(returned_after_quiescent) << "a send entered weft while the drain held it";
+    }
+    if (rank == 1) {
+        uint64_t v = 0;
+        ASSERT_EQ(weft_recv(world(), &v, 1, WEFT_UINT64, 0, 3, nullptr), WEFT_OK);
+        EXPECT_EQ(v, 99u);
+    }
+    quiescent.hold_ms = 0;
+    expect_clocks_agree({world()});
+}
+
+// Drains every 100 ms (WEFT_TEST_DRAIN_SOAK_S, default 5 s) while every
+// rank runs an allgather loop with a ring of messages: no hang, every
+// drain succeeds, every allgather is right, the counts agree.
+TEST_F(DrainTest, DrainsEvery100msInsideAnAllgatherLoop) {
+    const char* env = std::getenv("WEFT_TEST_DRAIN_SOAK_S");
+    const double seconds = env ? std::atof(env) : 5.0;
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> drains{0}, failed{0};
+    std::thread requester;
+    const uint64_t first = drains_done + 1;
+    if (rank == 0) {
+        requester = std::thread([&] {
+            while (!stop.load()) {
+                uint64_t n = 0;
+                weft_drain_result_t res{};
+                if (weft_drain_request(ctx, &n) != WEFT_OK || weft_drain_wait(ctx, n, 120000, &res) != WEFT_OK) ++failed;
+                ++drains;
+                sleep_ms(100);
+            }
+        });
+    }
+    const uint64_t t0 = now_ns();
+    std::vector<uint64_t> all(size * 2);
+    uint64_t iterations = 0;
+    const uint32_t right = (rank + 1) % size, left = (rank + size - 1) % size;
+    for (bool done = false; !done; ++iterations) {
+        const uint64_t mine[2] = {rank * 1000003ull + iterations,
+                                  rank == 0 && now_ns() - t0 > uint64_t(seconds * 1e9) ? 1ull : 0ull};
+        ASSERT_EQ(weft_allgather(world(), mine, 2, WEFT_UINT64, all.data()), WEFT_OK);
+        for (uint32_t r = 0; r < size; ++r) ASSERT_EQ(all[2 * r], r * 1000003ull + iterations) << "iteration " << iterations;
+        done = all[1] != 0;
+        uint64_t out = iterations, in = 0;
+        weft_request_t rr = nullptr, rs = nullptr;
+        ASSERT_EQ(weft_irecv(world(), &in, 1, WEFT_UINT64, left, 8, &rr), WEFT_OK);
+        ASSERT_EQ(weft_isend(world(), &out, 1, WEFT_UINT64, right, 8, &rs), WEFT_OK);
+        ASSERT_EQ(weft_request_wait(&rs, nullptr), WEFT_OK);
+        ASSERT_EQ(weft_request_wait(&rr, nullptr), WEFT_OK);
+        EXPECT_EQ(in, iterations);
+    }
+    uint64_t count = 0;
+    if (rank == 0) {
+        stop = true;
+        requester.join();
+        EXPECT_EQ(failed.load(), 0u);
+        EXPECT_GT(drains.load(), 0u);
+        count = drains.load();
+    }
+    ASSERT_EQ(weft_bcast(world(), &count, 1, WEFT_UINT64, 0), WEFT_OK);
+    drains_done = first - 1 + count;
+    // Every rank finished every drain (results are kept per number).
+    weft_drain_result_t res{};
+    EXPECT_EQ(weft_drain_wait(ctx, drains_done, 60000, &res), WEFT_OK);
+    EXPECT_GE(quiescent.calls.load(), int(count));
+    if (rank == 0) std::printf("[ rank 0 ] %llu drains in %llu allgather iterations\n", static_cast<unsigned long long>(count),
+                               static_cast<unsigned long long>(iterations));
+}
+
+// Run by drain_signal_test.sh: the job loops over allgathers until a drain
+// that nobody inside the job asked for (weft-run --drain-on SIGUSR1) has
+// happened.
+TEST(DrainSignal, LoopUntilDrainedFromOutside) {
+    if (!std::getenv("WEFT_TEST_SIGNAL_DRAIN")) GTEST_SKIP() << "run by tests/mp/drain_signal_test.sh";
+    std::atomic<int> drained{0};
+    ASSERT_EQ(weft_drain_set_callback(
+                  ctx, [](void* arg, const weft_drain_result_t*) { static_cast<std::atomic<int>*>(arg)->fetch_add(1); },
+                  &drained),
+              WEFT_OK);
+    std::printf("[ rank %u ] ready\n", rank);
+    std::fflush(stdout);
+    std::vector<uint64_t> all(size);
+    const uint64_t end = now_ns() + 60000000000ull;
+    for (uint64_t i = 0;; ++i) {
+        const uint64_t mine = drained.load() > 0 || now_ns() > end ? 1 : 0;
+        ASSERT_EQ(weft_allgather(world(), &mine, 1, WEFT_UINT64, all.data()), WEFT_OK);
+        bool done = true;
+        for (uint64_t v : all) done = done && v;
+        if (done) break;
+    }
+    EXPECT_GE(drained.load(), 1) << "no drain came from weft-run";
+    ASSERT_EQ(weft_drain_set_callback(ctx, nullptr, nullptr), WEFT_OK);
+}
+
+TEST(DrainBadInput, ClearStatuses) {
+    uint64_t n = 0;
+    weft_drain_result_t res{};
+    EXPECT_EQ(weft_drain_request(nullptr, &n), WEFT_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(weft_drain_request(ctx, nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_drain_wait(ctx, 1, 10, nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_drain_wait(ctx, 0, 10, &res), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_drain_wait(ctx, drains_done + 1000, 10, &res), WEFT_ERR_TIMEOUT) << "a drain nobody asked for";
+    EXPECT_EQ(weft_drain_set_callback(nullptr, nullptr, nullptr), WEFT_ERR_NOT_INITIALIZED);
+}
+
+}  // namespace
+int main(int argc, char** argv) { return mp::run_all(argc, argv); }
