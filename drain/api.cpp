@@ -70,3 +70,121 @@ weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_f
 }
 
 }  // extern "C"
+
+// ------------------------------------------------ external stack hooks
+struct weft_drain_clock {
+    static constexpr uint64_t live_magic = 0x574654444e434c4bull;  // "WFTDNCLK"
+    uint64_t magic = live_magic;
+    weft_context* ctx = nullptr;
+    weft_comm_t comm = nullptr;  // a hidden communicator: its clock record is the stack's
+};
+
+namespace {
+
+weft_drain_clock* clock_of(weft_drain_clock_t c) {
+    return c && c->magic == weft_drain_clock::live_magic && c->comm ? c : nullptr;
+}
+
+Status live_ctx(weft_context_t ctx, const char* fn) {
+    if (!ctx || ctx->magic != weft_context::live_magic || !ctx->rt || !ctx->engine)
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
+    return WEFT_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ranks, uint32_t n, int32_t tag,
+                                      weft_drain_clock_t* clock) {
+    Status st = live_ctx(ctx, __func__);
+    if (st != WEFT_OK) return st;
+    if (!clock) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL", __func__);
+    *clock = nullptr;
+    weft_comm_t world = nullptr, comm = nullptr;
+    st = weft_comm_world(ctx, &world);
+    // Validates the list (NULL, duplicates, unknown ranks, caller absent).
+    if (st == WEFT_OK) st = weft_comm_create_from_ranks(world, job_ranks, n, tag, &comm);
+    if (st != WEFT_OK) return st;
+    auto* c = new weft_drain_clock;
+    c->ctx = ctx;
+    c->comm = comm;
+    *clock = c;
+    return WEFT_OK;
+}
+
+weft_status_t weft_drain_clock_free(weft_drain_clock_t* clock) {
+    if (!clock || !clock_of(*clock))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or already freed", __func__);
+    weft_drain_clock* c = *clock;
+    Status st = weft_comm_free(&c->comm);  // a collective on it, like MPI_Comm_free
+    c->magic = 0;
+    delete c;
+    *clock = nullptr;
+    return st;
+}
+
+weft_status_t weft_drain_clock_slot(weft_drain_clock_t clock, uint32_t* slot) {
+    weft_drain_clock* c = clock_of(clock);
+    if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
+    return weft_comm_clock_slot(c->comm, slot);
+}
+
+weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
+    weft_drain_clock* c = clock_of(clock);
+    if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
+    return guarded([&] {
+        weft::RuntimeLock lock(*c->ctx->rt);
+        c->ctx->engine->commit_begin(*c->comm->comm);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
+    weft_drain_clock* c = clock_of(clock);
+    if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
+    weft::RuntimeLock lock(*c->ctx->rt);
+    c->ctx->engine->commit_finish(*c->comm->comm);
+    return WEFT_OK;
+}
+
+weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arrived) {
+    Status st = live_ctx(ctx, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(*ctx->rt);
+    ctx->engine->count_external(sent, arrived);
+    return WEFT_OK;
+}
+
+weft_status_t weft_drain_enter(weft_context_t ctx) {
+    Status st = live_ctx(ctx, __func__);
+    if (st != WEFT_OK) return st;
+    weft::gate::enter();
+    return WEFT_OK;
+}
+
+weft_status_t weft_drain_leave(weft_context_t ctx) {
+    Status st = live_ctx(ctx, __func__);
+    if (st != WEFT_OK) return st;
+    weft::gate::ThreadDepth* t = weft::gate::self();
+    if (t->depth.load() == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: not inside (unbalanced leave)", __func__);
+    weft::gate::leave();
+    return WEFT_OK;
+}
+
+weft_status_t weft_drain_yield(weft_context_t ctx) {
+    Status st = live_ctx(ctx, __func__);
+    if (st != WEFT_OK) return st;
+    weft::gate::yield_if_closing();
+    return WEFT_OK;
+}
+
+weft_status_t weft_drain_set_hooks(weft_context_t ctx, const weft_drain_hooks_t* hooks) {
+    Drain* d = nullptr;
+    Status st = drain_of(ctx, d, __func__);
+    if (st != WEFT_OK) return st;
+    d->set_hooks(hooks ? *hooks : weft_drain_hooks_t{});
+    return WEFT_OK;
+}
+
+}  // extern "C"

@@ -108,6 +108,23 @@ void Drain::set_callback(weft_drain_quiescent_fn fn, void* arg) {
     callback_arg_ = arg;
 }
 
+void Drain::set_hooks(const weft_drain_hooks_t& h) {
+    std::lock_guard<std::mutex> g(mutex_);
+    hooks_ = h;
+}
+
+weft_drain_hooks_t Drain::hooks() {
+    std::lock_guard<std::mutex> g(mutex_);
+    return hooks_;
+}
+
+uint32_t Drain::progress_all() {
+    const uint32_t n = eng_.poll();
+    const weft_drain_hooks_t h = hooks();
+    if (h.progress) h.progress(h.arg);
+    return n;
+}
+
 // ------------------------------------------------------------ one-sided
 uint64_t* Drain::own(uint64_t off) { return reinterpret_cast<uint64_t*>(win_->local_base + off); }
 
@@ -367,7 +384,7 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
         const bool must_hold = open_here || !direct_ || needs_progress_;
         if (must_hold) {
             hold();
-            eng_.poll();
+            progress_all();
         }
         snapshot_clocks(cur);
         const uint64_t dec = decision();
@@ -449,11 +466,15 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
         uint32_t moved = 0;
-        for (int k = 0; k < 4; ++k) moved += eng_.poll();
+        for (int k = 0; k < 4; ++k) moved += progress_all();
         uint64_t bytes = 0;
         res.pulled += eng_.drain_rendezvous(bytes);
-        moved += eng_.poll();
-        publish(WEFT_STATE_DRAIN_PENDING, eng_.pending_transfers());
+        moved += progress_all();
+        // An external stack takes in what arrived for it and says what of
+        // its own is still moving.
+        const weft_drain_hooks_t h = hooks();
+        const uint64_t external = h.buffer ? h.buffer(h.arg) : 0;
+        publish(WEFT_STATE_DRAIN_PENDING, eng_.pending_transfers() + external);
         cur.clear();
         uint64_t sent = 0, received = 0;
         bool all_here = true, all_idle = true;

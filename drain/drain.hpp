@@ -29,6 +29,7 @@ public:
     // Outside weft (no entry held).
     Status wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& out);
     void set_callback(weft_drain_quiescent_fn fn, void* arg);
+    void set_hooks(const weft_drain_hooks_t& h);
 
 private:
     enum Code : uint64_t { undecided = 0, coll_done = 1, retry = 2, p2p_done = 3, failed = 4 };
@@ -93,6 +94,10 @@ private:
     std::map<uint64_t, weft_drain_result_t> results_;
     weft_drain_quiescent_fn callback_ = nullptr;
     void* callback_arg_ = nullptr;
+    weft_drain_hooks_t hooks_{};  // an external stack's (under mutex_; copied per use)
+    weft_drain_hooks_t hooks();
+    // Progress for weft and the external stack (holding weft).
+    uint32_t progress_all();
 };
 
 }  // namespace weft::drain

@@ -64,6 +64,7 @@ Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector
     c->members = std::move(members);
     c->slots = std::move(slots);
     c->slot = my_slot;
+    if (my_slot != no_slot) c->clock = state_word(WEFT_STATE_CLOCK_OFF(my_slot, WEFT_STATE_CLOCK_SEQ));
     c->rank = static_cast<uint32_t>(c->rank_of_job(rt_.rank()));
     if (my_slot != no_slot)
         std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(my_slot, WEFT_STATE_CLOCK_CONTEXT)))

@@ -235,29 +235,6 @@ void Engine::bump(uint64_t off) {
     w.store(w.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
-void Engine::commit_begin(Comm& c) {
-    if (c.slot == no_slot) return;
-    if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0)) return drain_hooks_.commit(drain_hooks_.arg, c);
-    // Optimistic: count it, then look again. The drain sets drain_active
-    // and then forces a fence on every thread (membarrier) before it reads
-    // our seq, so either it sees this increment or we see its flag below —
-    // then we take the increment back and let the drain decide. Its reads
-    // of seq may glimpse the transient value: that only looks like "inside
-    // a collective", which never ends a drain.
-    std::atomic_ref<uint64_t> seq(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_SEQ)));
-    const uint64_t s = seq.load(std::memory_order_relaxed);
-    seq.store(s + 1, std::memory_order_release);
-    gate::fence_after_entry();
-    if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0)) {
-        seq.store(s, std::memory_order_release);
-        drain_hooks_.commit(drain_hooks_.arg, c);
-    }
-}
-
-void Engine::commit_finish(Comm& c) {
-    if (c.slot != no_slot) bump(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_FINISHED));
-}
-
 // ---------------------------------------------------------------- drain
 std::vector<Engine::ClockRecord> Engine::clock_records() const {
     std::vector<ClockRecord> out;

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <weft/comm.h>
+#include <weft/state_window.h>
 
 #include "transport/runtime.hpp"
 
@@ -34,6 +35,8 @@
 #include <vector>
 
 namespace weft::group {
+
+static_assert(WEFT_STATE_CLOCK_SEQ == 0 && WEFT_STATE_CLOCK_FINISHED == 16, "Comm::clock indexes seq as [0], finished as [2]");
 
 constexpr uint64_t coll_bit = 1ull << 63;
 constexpr uint64_t create_bit = 1ull << 62;
@@ -83,6 +86,7 @@ struct Comm {
     std::vector<uint32_t> members;  // comm rank -> job rank
     std::vector<uint32_t> slots;    // comm rank -> its clock slot
     uint32_t slot = 0;              // ours
+    uint64_t* clock = nullptr;      // our clock record in the state window (seq, +1 target, +2 finished); null without a slot
     uint32_t coll_seq = 0;          // next collective's number (internal tag)
     uint64_t flag_epoch = 0;        // blocking collectives on the flag path so far
     uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
@@ -185,8 +189,31 @@ public:
     bool live(const Request* r) const { return r && r->magic == Request::live_magic; }
 
     // Collective Clock of c in the pinned state window (drain/ reads it).
-    void commit_begin(Comm& c);
-    void commit_finish(Comm& c);
+    // Inline: every collective pays them (bench/clock_bench.cpp).
+    void commit_begin(Comm& c) {
+        if (!c.clock) return;
+        if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0)) return drain_hooks_.commit(drain_hooks_.arg, c);
+        // Optimistic: count it, then look again. The drain sets
+        // drain_active and then forces a fence on every thread
+        // (membarrier) before it reads our seq, so either it sees this
+        // increment or we see its flag below — then we take the increment
+        // back and let the drain decide. Its reads of seq may glimpse the
+        // transient value: that only looks like "inside a collective",
+        // which never ends a drain.
+        std::atomic_ref<uint64_t> seq(c.clock[0]);
+        const uint64_t s = seq.load(std::memory_order_relaxed);
+        seq.store(s + 1, std::memory_order_release);
+        gate::fence_after_entry();
+        if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0)) {
+            seq.store(s, std::memory_order_release);
+            drain_hooks_.commit(drain_hooks_.arg, c);
+        }
+    }
+    void commit_finish(Comm& c) {
+        if (!c.clock) return;
+        std::atomic_ref<uint64_t> finished(c.clock[2]);
+        finished.store(finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
 
     // The wire header of every point-to-point message (engine.cpp).
     enum MsgKind : uint32_t { eager = 0, eager_sync = 1, rts = 2, rts_sync = 3 };
@@ -227,6 +254,14 @@ public:
     // Work that must finish before no message is in transit: pulls and
     // replies not yet done, rendezvous sends still exposed.
     uint64_t pending_transfers() const;
+    // An external stack's point-to-point messages (drain.h's hooks): they
+    // join this rank's counters, which the drain sums.
+    void count_external(uint64_t sent, uint64_t arrived) {
+        for (auto [off, n] : {std::pair{uint64_t(WEFT_STATE_P2P_SENT_OFF), sent}, std::pair{uint64_t(WEFT_STATE_P2P_RECEIVED_OFF), arrived}}) {
+            std::atomic_ref<uint64_t> w(*state_word(off));
+            w.store(w.load(std::memory_order_relaxed) + n, std::memory_order_release);
+        }
+    }
     // Messages and bytes in weft's buffer (unexpected queues).
     void buffered(uint64_t& messages, uint64_t& bytes) const;
     uint64_t* state_word(uint64_t off);

@@ -91,7 +91,7 @@ void detail::wait_open(ThreadDepth* t) {
         while (closed.load(std::memory_order_acquire) != 0) pause_briefly(spins);
         t->depth.store(d, std::memory_order_relaxed);
         fence_after_entry();
-        if (closed.load(std::memory_order_relaxed) == 0) return;
+        if (closed.load(std::memory_order_acquire) == 0) return;
     }
 }
 
@@ -108,7 +108,7 @@ void step_in(uint32_t depth) {
     if (t->owner || depth == 0) return;
     t->depth.store(depth, std::memory_order_relaxed);
     fence_after_entry();
-    if (detail::closed.load(std::memory_order_relaxed) != 0) detail::wait_open(t);
+    if (detail::closed.load(std::memory_order_acquire) != 0) detail::wait_open(t);
 }
 
 namespace {

@@ -57,7 +57,9 @@ inline void enter() {
     t->depth.store(d + 1, std::memory_order_relaxed);
     if (d != 0 || t->owner) return;
     fence_after_entry();
-    if (__builtin_expect(detail::closed.load(std::memory_order_relaxed) != 0, 0)) detail::wait_open(t);
+    // Acquire: pairs with open()'s release, so whatever the drain did while
+    // it held weft happens before what this thread does inside.
+    if (__builtin_expect(detail::closed.load(std::memory_order_acquire) != 0, 0)) detail::wait_open(t);
 }
 
 inline void leave() {

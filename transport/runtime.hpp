@@ -158,7 +158,8 @@ class RuntimeLock {
 public:
     explicit RuntimeLock(Runtime& rt) {
         gate::enter();
-        if (rt.multi_threaded()) lock_ = std::unique_lock<std::mutex>(rt.api_mutex());
+        // The drain thread calls in while it holds weft (gate and lock).
+        if (rt.multi_threaded() && !gate::owned_by_me()) lock_ = std::unique_lock<std::mutex>(rt.api_mutex());
     }
     ~RuntimeLock() {
         if (lock_.owns_lock()) lock_.unlock();

@@ -68,6 +68,49 @@ weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t *result);
 /* The callback for every later drain (NULL removes it). */
 weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_fn fn, void *arg);
 
+/* ------------------------------------------------------------------------
+ * Hooks for an external MPI stack that links weft (examples/fake_mpi.c).
+ * The stack's own communicators, collectives and messages are drained with
+ * weft's: its clocks live in the state window beside weft's, its counts join
+ * the job's sums, and the drain thread makes it progress and buffer.
+ * ---------------------------------------------------------------------- */
+typedef struct weft_drain_clock *weft_drain_clock_t;
+
+/* A Collective Clock for one of the stack's communicators. Collective over
+ * the listed job ranks, which all pass the same list (its first rank leads)
+ * and tag. */
+weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t *job_ranks, uint32_t n, int32_t tag,
+                                      weft_drain_clock_t *clock);
+/* Collective over its members, like MPI_Comm_free (it counts as one). */
+weft_status_t weft_drain_clock_free(weft_drain_clock_t *clock);
+/* The clock's slot in this rank's state window (weft/state_window.h). */
+weft_status_t weft_drain_clock_slot(weft_drain_clock_t clock, uint32_t *slot);
+/* Around every collective call on the communicator (and its creation and
+ * free). commit_begin may wait while a drain decides; call it outside any
+ * lock the drain's hooks need. */
+weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock);
+weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock);
+/* Point-to-point messages the stack sent, and saw arrive (count each once,
+ * on arrival, whether matched or buffered). */
+weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arrived);
+/* Bracket every call into the stack's lower layer (they nest), and step out
+ * between polls of a blocking wait: the drain keeps threads out of weft and
+ * of the stack alike. */
+weft_status_t weft_drain_enter(weft_context_t ctx);
+weft_status_t weft_drain_leave(weft_context_t ctx);
+weft_status_t weft_drain_yield(weft_context_t ctx);
+
+/* Run by the drain thread while no application thread is inside. progress:
+ * advance the stack (its open collectives). buffer: take every arrived
+ * message into the stack's own buffer and return how many transfers of its
+ * are still unfinished (0 when nothing is in flight on its side). */
+typedef struct weft_drain_hooks {
+    void (*progress)(void *arg);
+    uint64_t (*buffer)(void *arg);
+    void *arg;
+} weft_drain_hooks_t;
+weft_status_t weft_drain_set_hooks(weft_context_t ctx, const weft_drain_hooks_t *hooks);
+
 #ifdef __cplusplus
 }
 #endif
