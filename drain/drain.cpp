@@ -55,6 +55,7 @@ uint64_t target_of(uint64_t word, uint64_t attempt) {
 uint64_t clock_off(uint32_t slot, uint64_t field) { return WEFT_STATE_CLOCK_OFF(slot, field); }
 uint64_t status_off(uint64_t field) { return WEFT_STATE_DRAIN_STATUS_OFF + field; }
 constexpr uint64_t status_buffered = 40;  // +40 of the status line: messages buffered at the quiescent point
+constexpr uint64_t status_blocked = 48;   // +48: receives blocked inside weft (blocking mode)
 
 // The low half of a 64-bit word as a futex: shared (not PRIVATE), so a
 // process that maps the same shm segment can wake us.
@@ -88,6 +89,15 @@ Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.stat
     trigger_fd_ = std::getenv("WEFT_DRAIN_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_FD", 0)) : -1;
     report_fd_ = std::getenv("WEFT_DRAIN_REPORT_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_REPORT_FD", 0)) : -1;
     eng_.set_drain_hooks(group::Engine::DrainHooks{this, on_commit});
+    const std::string mode = env_string("WEFT_DRAIN_MODE", "polling");
+    blocking_ = mode == "blocking";
+    if (!blocking_ && mode != "polling") WEFT_LOG(warn, "WEFT_DRAIN_MODE=%s: expected polling or blocking; polling", mode.c_str());
+    if (blocking_) {
+        // A blocked receive and the drain thread share the engine: the
+        // context's lock keeps them apart.
+        rt_.set_multi_threaded(true);
+        eng_.set_drain_blocking(true);
+    }
 }
 
 Drain::~Drain() {
@@ -475,24 +485,46 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
         const weft_drain_hooks_t h = hooks();
         const uint64_t external = h.buffer ? h.buffer(h.arg) : 0;
         publish(WEFT_STATE_DRAIN_PENDING, eng_.pending_transfers() + external);
+        publish(status_blocked, eng_.blocked_receives());
         cur.clear();
         uint64_t sent = 0, received = 0;
-        bool all_here = true, all_idle = true;
+        bool all_here = true, all_idle = true, all_blocked = true, none_blocked = true;
         for (uint32_t r = 0; r < rt_.size(); ++r) {
-            uint64_t st[2], counters[9];
-            read_remote(r, status_off(WEFT_STATE_DRAIN_PHASE), st, 2);
+            uint64_t st[7], counters[9];
+            read_remote(r, status_off(0), st, 7);
             // sent (line 3) and received (line 4) in one read
             read_remote(r, WEFT_STATE_P2P_SENT_OFF, counters, 9);
-            const uint64_t s_r = counters[0], rcv = counters[8];
-            cur.insert(cur.end(), {st[0], st[1], s_r, rcv});
+            const uint64_t s_r = counters[0], rcv = counters[8], blocked = st[status_blocked / 8];
+            cur.insert(cur.end(), {st[0], st[1], s_r, rcv, blocked});
             sent += s_r;
             received += rcv;
             all_here = all_here && st[0] == want_phase;
             all_idle = all_idle && st[1] == 0;
+            all_blocked = all_blocked && blocked != 0;
+            none_blocked = none_blocked && blocked == 0;
         }
         const uint64_t dec = decision();
         if ((dec >> 4) == attempt && ((dec & 15) == p2p_done || (dec & 15) == failed)) return Code(dec & 15);
-        if (cur == prev && all_here && all_idle && sent == received) decide(attempt, coll_done, p2p_done);
+        const bool drained = cur == prev && all_here && all_idle && sent == received;
+        if (drained && blocking_ && eng_.blocked_receives()) {
+            // Nothing is in transit, so nothing can complete our blocked
+            // receives before the job resumes: release them (MANA's dummy
+            // message, delivered locally: weft owns the request) and wait
+            // until their threads are out.
+            if (all_blocked) {
+                res.deadlock = 1;
+                WEFT_LOG(error, "drain %llu: every rank is blocked in a receive with nothing in transit: the job is deadlocked",
+                         static_cast<unsigned long long>(started_.load()));
+            }
+            res.dummies += eng_.release_blocked_receives();
+            publish(status_blocked, 0);
+            rt_.api_mutex().unlock();
+            gate::wait_until_empty();
+            rt_.api_mutex().lock();
+            prev.clear();
+            continue;
+        }
+        if (drained && none_blocked) decide(attempt, coll_done, p2p_done);
         else if (deadline.passed()) decide(attempt, coll_done, failed);
         if (cur != prev || moved) idle = 0;
         prev.swap(cur);

@@ -77,6 +77,7 @@ private:
     uint64_t attempt_ns_, free_run_ns_, timeout_ns_, idle_ns_;
     int trigger_fd_ = -1, report_fd_ = -1;
     bool report_next_ = false;
+    bool blocking_ = false;  // WEFT_DRAIN_MODE=blocking
 
     std::thread thread_;
     std::atomic<bool> stop_{false};

@@ -162,6 +162,25 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
             *req = handle_of(r);
             return WEFT_OK;
         }
+        while (eng.drain_blocking()) {
+            // The drain's blocking mode (docs/drain.md): wait inside weft;
+            // a drain releases us with a dummy, we leave until it is over
+            // and receive again.
+            r->blocking = true;
+            weft::gate::self()->blocked.store(true, std::memory_order_release);
+            Status ws = eng.wait(*r, eng.rt().op_deadline());
+            weft::gate::self()->blocked.store(false, std::memory_order_release);
+            if (ws != WEFT_OK || !r->dummy) {
+                r->blocking = false;
+                break;
+            }
+            eng.finish(*r, nullptr);
+            eng.rt().api_mutex().unlock();  // blocking mode is MULTIPLE
+            weft::gate::step_in(weft::gate::step_out());
+            eng.rt().api_mutex().lock();
+            s = eng.irecv(*c, 0, buf, bytes, source, tag, r);
+            if (s != WEFT_OK) return s;
+        }
         return wait_and_finish(eng, r, status);
     });
 }

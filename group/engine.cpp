@@ -110,7 +110,7 @@ Request* Engine::new_request(ReqKind k, Comm* c) {
     r->dest_peer = 0;
     r->cookie = 0;
     r->exposed_live = false;
-    r->sync = false;
+    r->sync = r->blocking = r->dummy = false;
     r->status = weft_msg_status_t{};
     r->status.source = -1;
     r->status.tag = -1;
@@ -286,6 +286,33 @@ uint64_t Engine::pending_transfers() const {
     };
     for (const auto& [id, ctx] : contexts_) announced(*ctx.queue);
     for (const auto& [id, q] : early_) announced(*q);
+    return n;
+}
+
+uint64_t Engine::blocked_receives() const {
+    uint64_t n = 0;
+    for (const auto& c : comms_)
+        for (const Request* r : c->p2p.posted) n += r->blocking;
+    return n;
+}
+
+uint64_t Engine::release_blocked_receives() {
+    uint64_t n = 0;
+    for (const auto& c : comms_) {
+        auto& posted = c->p2p.posted;
+        for (auto it = posted.begin(); it != posted.end();) {
+            Request* r = *it;
+            if (!r->blocking) {
+                ++it;
+                continue;
+            }
+            it = posted.erase(it);
+            r->queue = nullptr;
+            r->dummy = true;
+            complete(*r, WEFT_OK);
+            ++n;
+        }
+    }
     return n;
 }
 

@@ -112,6 +112,8 @@ struct Request {
     bool matched = false;   // recv: a message was matched to it
     bool detached = false;  // nobody will wait: released when it finishes
     bool sync = false;      // send: synchronous (completes when the receive starts)
+    bool blocking = false;  // recv: a thread blocks on it inside weft (the drain's blocking mode)
+    bool dummy = false;     // recv: released by a drain with no message (retry after it)
     Comm* comm = nullptr;
     MatchQueue* queue = nullptr;  // recv: where it is posted
     // recv
@@ -262,6 +264,13 @@ public:
             w.store(w.load(std::memory_order_relaxed) + n, std::memory_order_release);
         }
     }
+    // The drain's blocking mode: blocking receives wait inside weft and a
+    // drain releases them with a dummy completion once nothing is in
+    // transit (they receive again after the drain).
+    bool drain_blocking() const { return drain_blocking_; }
+    void set_drain_blocking(bool on) { drain_blocking_ = on; }
+    uint64_t blocked_receives() const;
+    uint64_t release_blocked_receives();
     // Messages and bytes in weft's buffer (unexpected queues).
     void buffered(uint64_t& messages, uint64_t& bytes) const;
     uint64_t* state_word(uint64_t off);
@@ -350,6 +359,7 @@ private:
     bool zero_copy_ = true;
     std::atomic<uint64_t> drain_active_{0};
     DrainHooks drain_hooks_;
+    bool drain_blocking_ = false;
 };
 
 }  // namespace weft::group

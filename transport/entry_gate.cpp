@@ -115,7 +115,8 @@ namespace {
 bool someone_inside(const ThreadDepth* me) {
     std::lock_guard<std::mutex> g(list_mutex());
     for (ThreadDepth* t = threads; t; t = t->next)
-        if (t != me && t->depth.load(std::memory_order_acquire) != 0) return true;
+        if (t != me && t->depth.load(std::memory_order_acquire) != 0 && !t->blocked.load(std::memory_order_acquire))
+            return true;
     return false;
 }
 }  // namespace
@@ -144,6 +145,12 @@ bool try_close() {
     me->owner = true;
     std::atomic_thread_fence(std::memory_order_acquire);
     return true;
+}
+
+void wait_until_empty() {
+    uint32_t spins = 0;
+    while (someone_inside(self())) pause_briefly(spins);
+    std::atomic_thread_fence(std::memory_order_acquire);
 }
 
 void open() {

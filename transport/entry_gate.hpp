@@ -34,6 +34,10 @@ void wait_open(ThreadDepth* t);
 // Per thread: how deep it is inside weft, and whether it owns the gate.
 struct ThreadDepth {
     std::atomic<uint32_t> depth{0};
+    // Blocked in a receive inside weft (the drain's blocking mode): counts
+    // as outside for close(), and touches weft only under the context's
+    // lock, which the drain holds while it works.
+    std::atomic<bool> blocked{false};
     bool owner = false;  // the drain thread that closed the gate
     ThreadDepth* next = nullptr;
 };
@@ -68,6 +72,7 @@ inline void leave() {
 }
 
 inline bool closing() { return detail::closed.load(std::memory_order_relaxed) != 0; }
+inline bool blocked_here() { return tls_depth && tls_depth->blocked.load(std::memory_order_relaxed); }
 
 // A thread that is about to wait for something the drain must be able to
 // run past steps out completely (whatever its depth) and later comes back
@@ -77,7 +82,7 @@ void step_in(uint32_t depth);
 // Between polls of a blocking wait: if a drain is closing the gate, step
 // out until it opens again.
 inline void yield_if_closing() {
-    if (__builtin_expect(closing(), 0)) step_in(step_out());
+    if (__builtin_expect(closing(), 0) && !blocked_here()) step_in(step_out());
 }
 
 // The drain: close() returns when no other thread is inside; the caller
@@ -85,6 +90,9 @@ inline void yield_if_closing() {
 void close();
 // close() only if no thread is inside right now; false leaves it open.
 bool try_close();
+// The owner, gate closed: waits until every thread not blocked has left
+// (threads it just released from a blocked receive).
+void wait_until_empty();
 void open();
 bool owned_by_me();
 // A full fence on every running thread of the process (membarrier): pairs

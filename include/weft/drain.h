@@ -22,7 +22,11 @@
  * runs freely between attempts), WEFT_DRAIN_TIMEOUT_MS (60000: a drain
  * that cannot finish its point-to-point phase gives up and resumes),
  * WEFT_DRAIN_IDLE_US (1000: how often an idle drain thread looks for a
- * request).
+ * request), WEFT_DRAIN_MODE (polling: threads never block inside weft, a
+ * blocking call steps out between polls; blocking: a blocking receive waits
+ * inside weft and the drain releases it with a dummy completion once
+ * nothing is in transit, after which it receives again — this mode makes
+ * the context MULTIPLE).
  */
 #ifndef WEFT_DRAIN_H
 #define WEFT_DRAIN_H
@@ -46,6 +50,8 @@ typedef struct weft_drain_result {
     uint64_t buffered_bytes;
     uint64_t pulled;            /* rendezvous payloads the drain pulled into the buffer */
     uint64_t job_buffered_messages; /* the sum over all ranks */
+    uint64_t dummies;           /* blocking mode: blocked receives released here (they receive again after) */
+    int deadlock;               /* blocking mode: every rank was blocked in a receive with nothing in transit */
 } weft_drain_result_t;
 
 /* Runs on the drain thread at the quiescent point, before the job resumes;

@@ -572,6 +572,65 @@ TEST_F(DrainTest, DrainsEvery100msInsideAnAllgatherLoop) {
                                static_cast<unsigned long long>(iterations));
 }
 
+bool blocking_mode() {
+    const char* m = std::getenv("WEFT_DRAIN_MODE");
+    return m && std::strcmp(m, "blocking") == 0;
+}
+
+// Blocking mode: a receive blocked inside weft (ANY_SOURCE, nothing sent
+// yet) is released by the drain with a dummy, waits outside until the job
+// resumes, receives again and gets the message sent after the drain.
+TEST_F(DrainTest, BlockingModeReleasesAnAnySourceReceive) {
+    if (!blocking_mode()) GTEST_SKIP() << "WEFT_DRAIN_MODE=blocking lanes only";
+    weft_drain_result_t res{};
+    if (rank == 1) {
+        std::thread waiter([&] { res = wait_drain(); });
+        uint64_t v = 0;
+        weft_msg_status_t st{};
+        ASSERT_EQ(weft_recv(world(), &v, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 6, &st), WEFT_OK);
+        waiter.join();
+        EXPECT_EQ(v, 77u) << "the receive got the real message, not the dummy";
+        EXPECT_EQ(st.source, 0);
+        EXPECT_EQ(res.dummies, 1u);
+    } else {
+        if (rank == 0) {
+            sleep_ms(200);  // rank 1 is blocked by now (the check below holds either way)
+            request(0);
+        }
+        res = wait_drain();
+        if (rank == 0) {
+            uint64_t v = 77;
+            ASSERT_EQ(weft_send(world(), &v, 1, WEFT_UINT64, 1, 6), WEFT_OK);
+        }
+    }
+    expect_clocks_agree({world()});
+}
+
+// Every rank blocked in a receive, nothing in transit: the drain reports a
+// deadlock instead of hanging; after it, messages sent by helper threads
+// release the receives.
+TEST_F(DrainTest, BlockingModeReportsADeadlockAndDoesNotHang) {
+    if (!blocking_mode()) GTEST_SKIP() << "WEFT_DRAIN_MODE=blocking lanes only";
+    weft_drain_result_t res{};
+    std::thread helper([&] {
+        if (rank == 0) {
+            sleep_ms(300);  // every rank is blocked in its receive by now
+            request(0);
+        }
+        res = wait_drain();
+        uint64_t v = 1000 + rank;
+        EXPECT_EQ(weft_send(world(), &v, 1, WEFT_UINT64, (rank + 1) % size, 7), WEFT_OK);
+    });
+    uint64_t v = 0;
+    ASSERT_EQ(weft_recv(world(), &v, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 7, nullptr), WEFT_OK);
+    helper.join();
+    EXPECT_EQ(v, 1000u + (rank + size - 1) % size);
+    EXPECT_EQ(res.status, WEFT_OK);
+    int saw = res.deadlock, seen = 0;
+    ASSERT_EQ(weft_allreduce(world(), &saw, &seen, 1, WEFT_INT32, WEFT_OP_MAX), WEFT_OK);
+    EXPECT_EQ(seen, 1) << "no rank reported the deadlock";
+}
+
 // Run by drain_signal_test.sh: the job loops over allgathers until a drain
 // that nobody inside the job asked for (weft-run --drain-on SIGUSR1) has
 // happened.
