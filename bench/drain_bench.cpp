@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
             weft_full.push_back(double(res.total_ns));
             weft_rounds.push_back(double(res.rounds));
             weft_round.push_back(res.rounds ? double(res.round_work_ns) / double(res.rounds) : 0);
+            if (rank == 0 && std::getenv("DRAIN_BENCH_VERBOSE"))
+                std::printf("rep %d: weft %.1f us (collective %.1f us, %llu rounds, %u attempts)  model %.1f us\n", rep,
+                            res.total_ns / 1e3, res.collective_ns / 1e3, static_cast<unsigned long long>(res.rounds),
+                            res.attempts, mt / 1e3);
         }
     }
     check(weft_barrier(world), "barrier");

@@ -224,7 +224,18 @@ Status Drain::request(uint64_t& number) {
     uint64_t cur = asked_.load();
     while (cur < number && !asked_.compare_exchange_weak(cur, number)) {
     }
-    futex_wake(own(WEFT_STATE_EPOCH_OFF));  // our drain thread sends it
+    if (direct_) {
+        // Our drain thread may be asleep on the futex of our EPOCH word:
+        // change the word (a CPU compare-swap max is allowed on shm, where
+        // atomics are CPU atomics), then wake it. Changing the word, not
+        // just waking, is what closes the window between its last look and
+        // its sleep.
+        std::atomic_ref<uint64_t> epoch(*own(WEFT_STATE_EPOCH_OFF));
+        uint64_t e = epoch.load();
+        while (e < number && !epoch.compare_exchange_weak(e, number)) {
+        }
+        futex_wake(own(WEFT_STATE_EPOCH_OFF));
+    }
     WEFT_LOG(debug, "drain %llu requested", static_cast<unsigned long long>(number));
     return WEFT_OK;
 }
@@ -254,17 +265,16 @@ Status Drain::wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& ou
 // ------------------------------------------------------------ the thread
 void Drain::run() {
     while (!stop_.load(std::memory_order_acquire)) {
-        const uint64_t req = std::atomic_ref<uint64_t>(*own(WEFT_STATE_EPOCH_OFF)).load(std::memory_order_acquire);
-        if (req > completed_) {
-            run_drain(completed_ + 1);
-            continue;
-        }
         const uint64_t asked = asked_.load();
         if (asked > sent_request_) {
             hold();
             send_request(asked);
             unhold();
             sent_request_ = asked;
+        }
+        const uint64_t req = std::atomic_ref<uint64_t>(*own(WEFT_STATE_EPOCH_OFF)).load(std::memory_order_acquire);
+        if (req > completed_) {
+            run_drain(completed_ + 1);
             continue;
         }
         serve_trigger();

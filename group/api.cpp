@@ -167,9 +167,9 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
             // a drain releases us with a dummy, we leave until it is over
             // and receive again.
             r->blocking = true;
-            weft::gate::self()->blocked.store(true, std::memory_order_release);
+            weft::gate::set_blocked(true);
             Status ws = eng.wait(*r, eng.rt().op_deadline());
-            weft::gate::self()->blocked.store(false, std::memory_order_release);
+            weft::gate::set_blocked(false);
             if (ws != WEFT_OK || !r->dummy) {
                 r->blocking = false;
                 break;

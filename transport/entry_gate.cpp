@@ -147,6 +147,8 @@ bool try_close() {
     return true;
 }
 
+void set_blocked(bool on) { self()->blocked.store(on, std::memory_order_release); }
+
 void wait_until_empty() {
     uint32_t spins = 0;
     while (someone_inside(self())) pause_briefly(spins);

@@ -73,6 +73,8 @@ inline void leave() {
 
 inline bool closing() { return detail::closed.load(std::memory_order_relaxed) != 0; }
 inline bool blocked_here() { return tls_depth && tls_depth->blocked.load(std::memory_order_relaxed); }
+// The calling thread is (no longer) blocked in a receive inside weft.
+void set_blocked(bool on);
 
 // A thread that is about to wait for something the drain must be able to
 // run past steps out completely (whatever its depth) and later comes back
