@@ -80,6 +80,7 @@ Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.stat
     // taken in. The drain thread progresses when the application is not in
     // weft to do it.
     needs_progress_ = std::strcmp(rt_.backend().name(), "shm") != 0 || caps.atomics == WEFT_ATOMICS_EMULATED;
+    by_tree_ = env_string("WEFT_DRAIN_OBSERVE", "reads") == "tree";
     attempt_ns_ = env_u64("WEFT_DRAIN_ATTEMPT_MS", 5000) * 1000000ull;
     free_run_ns_ = env_u64("WEFT_DRAIN_FREE_RUN_MS", 100) * 1000000ull;
     timeout_ns_ = env_u64("WEFT_DRAIN_TIMEOUT_MS", 60000) * 1000000ull;
@@ -389,19 +390,28 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
     }
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_collective);
     unhold();
-
     const Deadline deadline = Deadline::after_ns(attempt_ns_);
+    return by_tree_ ? observe_by_tree(attempt, res, deadline) : observe_by_reads(attempt, res, deadline);
+}
+
+bool Drain::progress_if_open() {
+    // A collective open here (say, an ibarrier nobody waits for) moves
+    // only if someone progresses: we do, holding weft for a moment.
+    bool open_here = false;
+    const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
+    for (uint32_t s = 0; s < hi && !open_here; ++s)
+        open_here = *own(clock_off(s, WEFT_STATE_CLOCK_SEQ)) != *own(clock_off(s, WEFT_STATE_CLOCK_FINISHED));
+    return open_here;
+}
+
+// Every drain thread reads every rank's clock records each round (one read
+// per rank) and applies the double collect itself.
+Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline) {
     std::vector<uint64_t> prev, cur;
     uint32_t idle = 0;
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
-        // A collective open here (say, an ibarrier nobody waits for) moves
-        // only if someone progresses: we do, holding weft for a moment.
-        bool open_here = false;
-        const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
-        for (uint32_t s = 0; s < hi && !open_here; ++s)
-            open_here = *own(clock_off(s, WEFT_STATE_CLOCK_SEQ)) != *own(clock_off(s, WEFT_STATE_CLOCK_FINISHED));
-        const bool must_hold = open_here || !direct_ || needs_progress_;
+        const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
         if (must_hold) {
             hold();
             progress_all();
@@ -415,7 +425,7 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
             attempts_total_ = dec >> 4;
             return retry;
         }
-        if (cur == prev && clocks_converged(cur, attempt)) {
+        if (cur == prev && clocks_converged(cur, attempt, rt_.size())) {
             if (must_hold) hold();
             decide(attempt, undecided, coll_done);
             if (must_hold) unhold();
@@ -437,14 +447,21 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
 
 void Drain::snapshot_clocks(std::vector<uint64_t>& out) {
     out.clear();
+    for (uint32_t r = 0; r < rt_.size(); ++r) snapshot_rank(r, out);
+}
+
+void Drain::snapshot_rank(uint32_t r, std::vector<uint64_t>& out) {
     uint64_t lines[WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE / 8];
-    for (uint32_t r = 0; r < rt_.size(); ++r) {
+    {
         uint64_t status[4];
         read_remote(r, status_off(0), status, 4);
         const uint64_t hi = std::min<uint64_t>(status[WEFT_STATE_DRAIN_SLOTS_HI / 8], WEFT_STATE_COMM_SLOTS);
         out.push_back(status[WEFT_STATE_DRAIN_PHASE / 8]);
         out.push_back(hi);
-        if (!hi) continue;
+        if (!hi) {
+            out.push_back(UINT64_MAX);
+            return;
+        }
         read_remote(r, clock_off(0, 0), lines, hi * WEFT_STATE_LINE / 8);
         for (uint64_t s = 0; s < hi; ++s) {
             const uint64_t* rec = lines + s * WEFT_STATE_LINE / 8;
@@ -457,10 +474,10 @@ void Drain::snapshot_clocks(std::vector<uint64_t>& out) {
     }
 }
 
-bool Drain::clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt) const {
+bool Drain::clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt, uint32_t ranks) const {
     const uint64_t want_phase = (attempt << 4) | phase_collective;
     size_t i = 0;
-    for (uint32_t r = 0; r < rt_.size(); ++r) {
+    for (uint32_t r = 0; r < ranks; ++r) {
         if (i + 2 > s.size() || s[i] != want_phase) return false;
         i += 2;
         while (i < s.size() && s[i] != UINT64_MAX) {
@@ -472,6 +489,83 @@ bool Drain::clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt) c
         ++i;
     }
     return true;
+}
+
+// Each drain thread looks only at its own rank's words, and the ranks
+// combine "changed since my last look" (OR) and "converged" (AND) by
+// dissemination through one-sided writes into each other's inboxes:
+// ceil(log2 N) steps a round. Sound for the same reason as the double
+// collect: a rank's look in round r follows its completion of round r-1,
+// which follows every rank's look in round r-1; so "nobody changed and
+// everyone converged" means the condition held at the instant the last
+// round r-1 look was taken. Every thread computes the same outcome in the
+// same round, so all stop together.
+Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline) {
+    const uint32_t n = rt_.size(), me = rt_.rank();
+    std::vector<uint64_t> prev, cur;
+    for (uint64_t round = 1, round_start = now_ns();; ++round, round_start = now_ns()) {
+        ++res.rounds;
+        const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
+        if (must_hold) {
+            hold();
+            progress_all();
+            unhold();
+        }
+        cur.clear();
+        snapshot_rank(me, cur);
+        bool changed = cur != prev, converged = clocks_converged(cur, attempt, 1);
+        prev.swap(cur);
+        const uint64_t tag = ((attempt & 0x3fffffffull) << 32) | (round & 0xffffffffull);
+        for (uint32_t k = 0; (1u << k) < n; ++k) {
+            const uint64_t word = (tag << 2) | (changed ? 2 : 0) | (converged ? 1 : 0);
+            if (!direct_) hold();
+            Status st = win_->ops->put(win_, (me + (1u << k)) % n, inbox_off(k, round), &word, sizeof word);
+            if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, (me + (1u << k)) % n);
+            if (!direct_) unhold();
+            if (st != WEFT_OK) WEFT_LOG(warn, "drain: a write to rank %u failed: %s", (me + (1u << k)) % n, weft_strerror(st));
+            // Wait for our partner's word of this round and step.
+            std::atomic_ref<uint64_t> inbox(*own(inbox_off(k, round)));
+            uint32_t idle = 0;
+            for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag; w = inbox.load(std::memory_order_acquire)) {
+                if ((++idle & 15) == 0) {
+                    if (!direct_ || needs_progress_) {
+                        hold();
+                        progress_all();
+                        unhold();
+                    }
+                    const uint64_t dec = !direct_ ? (hold(), decision()) : decision();
+                    if (!direct_) unhold();
+                    if ((dec >> 4) >= attempt && (dec & 15) == retry) {
+                        if ((dec >> 4) > attempt) attempts_total_ = dec >> 4;
+                        return retry;
+                    }
+                    if (deadline.passed()) {
+                        if (!direct_) hold();
+                        decide(attempt, undecided, retry);
+                        if (!direct_) unhold();
+                    }
+                }
+                rest(idle);
+            }
+            const uint64_t w = inbox.load(std::memory_order_acquire);
+            changed = changed || (w & 2);
+            converged = converged && (w & 1);
+        }
+        res.round_work_ns += now_ns() - round_start;
+        if (!changed && converged) {
+            if (!direct_) hold();
+            decide(attempt, undecided, coll_done);
+            if (!direct_) unhold();
+            return coll_done;
+        }
+        if (deadline.passed()) {
+            if (!direct_) hold();
+            decide(attempt, undecided, retry);
+            if (!direct_) unhold();
+        }
+        uint32_t idle = 0;
+        rest(idle);
+    }
 }
 
 // -------------------------------------------- the point-to-point phase

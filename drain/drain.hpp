@@ -66,7 +66,16 @@ private:
     void publish(uint64_t field, uint64_t v);
     // Everything the collective phase's termination looks at, all ranks.
     void snapshot_clocks(std::vector<uint64_t>& out);
-    bool clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt) const;
+    void snapshot_rank(uint32_t r, std::vector<uint64_t>& out);
+    bool clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt, uint32_t ranks) const;
+    bool progress_if_open();
+    Code observe_by_reads(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline);
+    Code observe_by_tree(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline);
+    // A rank can be one round ahead of another (it needs only that everyone
+    // started the round), never two: two parities of inboxes suffice.
+    static uint64_t inbox_off(uint32_t step, uint64_t round) {
+        return WEFT_STATE_DRAIN_INBOX_OFF + ((round & 1) * WEFT_STATE_DRAIN_INBOX_STEPS + step) * uint64_t(WEFT_STATE_LINE);
+    }
     void rest(uint32_t& idle);
 
     Runtime& rt_;
@@ -78,6 +87,7 @@ private:
     int trigger_fd_ = -1, report_fd_ = -1;
     bool report_next_ = false;
     bool blocking_ = false;  // WEFT_DRAIN_MODE=blocking
+    bool by_tree_ = false;   // WEFT_DRAIN_OBSERVE=tree
 
     std::thread thread_;
     std::atomic<bool> stop_{false};

@@ -81,7 +81,12 @@ enum weft_state_offset {
     WEFT_STATE_DRAIN_QUIESCENT = 16,
     WEFT_STATE_DRAIN_SLOTS_HI = 24,
     WEFT_STATE_DRAIN_RAISES = 32,
-    WEFT_STATE_SIZE = WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_LINE
+    /* PUT by one peer per line: the drain's dissemination inboxes
+     * (WEFT_DRAIN_OBSERVE=tree), one line per step (12 steps: 4096 ranks)
+     * and round parity, holding (attempt, round) tag << 2 | flags. */
+    WEFT_STATE_DRAIN_INBOX_OFF = WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_LINE,
+    WEFT_STATE_DRAIN_INBOX_STEPS = 12,
+    WEFT_STATE_SIZE = WEFT_STATE_DRAIN_INBOX_OFF + 2 * WEFT_STATE_DRAIN_INBOX_STEPS * WEFT_STATE_LINE
 };
 
 /* Offset of communicator slot `slot`'s record field (SEQ or TARGET). */

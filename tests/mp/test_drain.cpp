@@ -418,6 +418,29 @@ TEST_F(DrainTest, MessagesInFlightOnASubCommunicatorAreBuffered) {
     ASSERT_EQ(weft_comm_free(&sub), WEFT_OK);
 }
 
+// A receive posted before the drain takes the first matching message; the
+// next one waits in the buffer for the receive posted after the drain.
+TEST_F(DrainTest, APendingReceiveBeatsTheBuffer) {
+    weft_request_t posted = nullptr;
+    uint64_t first = 0;
+    if (rank == 1) { ASSERT_EQ(weft_irecv(world(), &first, 1, WEFT_UINT64, 0, 12, &posted), WEFT_OK); }
+    barrier();  // posted before anything is sent
+    if (rank == 0) {
+        for (uint64_t v : {uint64_t(1), uint64_t(2)}) { ASSERT_EQ(weft_send(world(), &v, 1, WEFT_UINT64, 1, 12), WEFT_OK); }
+    }
+    request(0);
+    weft_drain_result_t res = wait_drain();
+    if (rank == 1) {
+        EXPECT_EQ(res.buffered_messages, 1u) << "only the second message waits in the buffer";
+        ASSERT_EQ(weft_request_wait(&posted, nullptr), WEFT_OK);
+        EXPECT_EQ(first, 1u) << "the pending receive got the first message";
+        uint64_t second = 0;
+        ASSERT_EQ(weft_recv(world(), &second, 1, WEFT_UINT64, 0, 12, nullptr), WEFT_OK);
+        EXPECT_EQ(second, 2u);
+    }
+    expect_clocks_agree({world()});
+}
+
 // An unmatched rendezvous message: the drain pulls it into the buffer and
 // the sender's send completes (its buffer is free) before any receive.
 TEST_F(DrainTest, UnmatchedRendezvousIsPulledIntoTheBuffer) {
