@@ -3,7 +3,9 @@
 // Every entry validates handles and arguments (a clear status and a log
 // line, never a crash), takes the context's lock when it is MULTIPLE, and
 // turns any C++ exception into a status.
+#include "group/detector.hpp"
 #include "group/engine.hpp"
+#include "group/ft.hpp"
 #include "group/layer.hpp"
 #include "group/reduce.hpp"
 #include "group/schedule.hpp"
@@ -43,6 +45,14 @@ inline Comm* comm_of(weft_comm_t c) {
     if (__builtin_expect(!c, 0))                                                                    \
         return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__); \
     Engine& eng = *(handle)->engine
+
+// Point-to-point, collectives and communicator creation: not on a revoked
+// communicator (weft/ft.h). One predictable branch.
+#define REQUIRE_LIVE_COMM(handle, c)                                                                        \
+    REQUIRE_COMM(handle, c);                                                                                \
+    if (__builtin_expect(c->revoked, 0))                                                                    \
+    return WEFT_FAIL(WEFT_ERR_REVOKED, "%s: communicator %llx was revoked", __func__,                       \
+                     static_cast<unsigned long long>(c->id))
 
 #define REQUIRE_PTR(p) \
     if (__builtin_expect(!(p), 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p)
@@ -128,7 +138,7 @@ Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
 
 Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, uint32_t dest, int32_t tag,
                    bool sync, weft_request_t* req, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_dest(*c, dest, tag, fn);
@@ -148,7 +158,7 @@ Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, ui
 
 Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t source, int32_t tag,
                    weft_request_t* req, weft_msg_status_t* status, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_source(*c, source, tag, fn);
@@ -191,7 +201,7 @@ Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t co
 
 Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int raw_type, int raw_op,
                         weft_request_t* req, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     Status st = check_reduce(*c, sendbuf, recvbuf, count, raw_type, raw_op, true, fn);
     if (st != WEFT_OK) return st;
     const auto type = weft_datatype_t(raw_type);
@@ -208,7 +218,7 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
 
 Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int type, void* recvbuf,
                         weft_request_t* req, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     size_t bytes = 0;
     Status st = buffer_bytes(recvbuf, count, type, bytes, fn);
     if (st != WEFT_OK) return st;
@@ -223,7 +233,7 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
 
 Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_t root, weft_request_t* req,
                     const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_root(*c, root, fn);
@@ -237,7 +247,7 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
 }
 
 Status barrier_common(weft_comm_t comm, weft_request_t* req) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         if (!req && eng.flags_usable(*c, 0)) return eng.barrier_flags(*c);
@@ -306,9 +316,15 @@ namespace weft::group {
 namespace {
 struct Layer {
     std::unique_ptr<Engine> engine;
+    std::unique_ptr<Detector> detector;
+    std::unique_ptr<Ft> ft;  // declared after engine and detector: destroyed first
     std::thread progress_thread;
     std::atomic<bool> stop{false};
 };
+
+// Runtime::finalize, after its barrier, before the state window goes: the
+// detector stops beating (peers see `finalized` and do not suspect us).
+void stop_detector(void* arg) { static_cast<Layer*>(arg)->detector->stop(); }
 
 void progress_loop(Layer* l) {
     Runtime& rt = l->engine->rt();
@@ -333,6 +349,15 @@ Status attach(weft_context* ctx, bool multi_threaded) {
     layer->engine = std::make_unique<Engine>(*ctx->rt);
     Status st = layer->engine->init();
     if (st != WEFT_OK) return st;
+    // The detector beats from here on (before the init barrier), so no
+    // peer can observe us before our first beat.
+    layer->detector = std::make_unique<Detector>(*ctx->rt);
+    st = layer->detector->attach();
+    if (st != WEFT_OK) return st;
+    layer->ft = std::make_unique<Ft>(*layer->engine, *layer->detector);
+    st = layer->ft->init();
+    if (st != WEFT_OK) return st;
+    ctx->rt->set_teardown_hook(stop_detector, layer.get());
     const bool thread = env_u64("WEFT_PROGRESS_THREAD", 0) != 0;
     ctx->rt->set_multi_threaded(multi_threaded || thread);
     ctx->engine = layer->engine.get();
@@ -342,6 +367,7 @@ Status attach(weft_context* ctx, bool multi_threaded) {
 
 void start(weft_context* ctx) {
     auto* layer = static_cast<Layer*>(ctx->group);
+    layer->detector->start();
     if (env_u64("WEFT_PROGRESS_THREAD", 0) != 0) layer->progress_thread = std::thread(progress_loop, layer);
 }
 
@@ -355,7 +381,13 @@ void detach(weft_context* ctx) {
     layer->engine->shutdown();
 }
 
+weft_comm* new_comm_handle(Engine& e, Comm* c) { return new_handle(e, c); }
+
 void destroy(weft_context* ctx) {
+    if (auto* layer = static_cast<Layer*>(ctx->group)) {
+        if (layer->detector) layer->detector->stop();
+        ctx->rt->set_teardown_hook(nullptr, nullptr);
+    }
     delete static_cast<Layer*>(ctx->group);
     ctx->group = nullptr;
     ctx->engine = nullptr;
@@ -443,7 +475,7 @@ weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
 }
 
 weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
@@ -456,7 +488,7 @@ weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
 }
 
 weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     if (color < 0 && color != WEFT_UNDEFINED)
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_split: colour %d is negative (and not WEFT_UNDEFINED)", color);
@@ -472,7 +504,7 @@ weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft
 
 weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
                                           weft_comm_t* out) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     REQUIRE_PTR(ranks);
     if (n == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: no ranks");
@@ -538,7 +570,7 @@ weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatyp
 }
 
 weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(flag);
     Status st = check_source(*c, source, tag, __func__);
     if (st != WEFT_OK) return st;
@@ -553,7 +585,7 @@ weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* fl
 }
 
 weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     Status st = check_source(*c, source, tag, __func__);
     if (st != WEFT_OK) return st;
     ApiLock lock(eng);
@@ -695,7 +727,7 @@ weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_dataty
 }
 weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op, uint32_t root) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     Status st = check_root(*c, root, __func__);
     if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, raw(type), raw(op), c->rank == root, __func__);
     if (st == WEFT_OK && sendbuf == WEFT_IN_PLACE && c->rank != root)

@@ -89,6 +89,7 @@ struct Comm {
     uint32_t refs = 0;              // live requests naming it
     bool freeing = false;           // user freed it; the release barrier runs
     bool world = false;
+    bool revoked = false;           // weft_comm_revoke (group/ft.cpp)
     weft_comm* handle = nullptr;
     MatchQueue p2p, coll, create;
 
@@ -156,6 +157,10 @@ public:
     // `tag` (WEFT_ANY_TAG: all) in q: their receives will never be posted.
     void refuse_rendezvous(MatchQueue& q, int32_t tag);
     bool has_failed_member(const Comm& c) const;
+    // Revoke (group/ft.cpp): fails c's posted receives, sends awaiting a
+    // reply and active collectives with WEFT_ERR_REVOKED.
+    void revoke_pending(Comm& c);
+    const std::vector<std::unique_ptr<Comm>>& comms() const { return comms_; }
 
     // ------------------------------------------------- collectives
     Status barrier_start(Comm& c, Request*& out);

@@ -207,6 +207,7 @@ extern "C" const char* weft_strerror(weft_status_t status) {
         case WEFT_ERR_BUSY: return "resource busy";
         case WEFT_ERR_NOT_FOUND: return "not found";
         case WEFT_ERR_TRUNCATE: return "message truncated: longer than the receive buffer";
+        case WEFT_ERR_REVOKED: return "communicator revoked";
     }
     return "unknown status code";
 }

@@ -1,0 +1,257 @@
+// ft_api.cpp — the C ABI of weft/ft.h over group/ft.
+//
+// Entry points validate handles and arguments (a clear status and a log
+// line), take the context's lock when it is MULTIPLE, and turn exceptions
+// into statuses, as group/api.cpp does.
+#include "group/ft.hpp"
+
+#include <weft/ft.h>
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+using weft::guarded;
+using weft::Status;
+using weft::group::Comm;
+using weft::group::Engine;
+using weft::group::Ft;
+using weft::group::FtComm;
+
+namespace {
+
+// A thread's view of one communicator's sets: prefix lengths of the
+// append-only L and G orders at its last two validate calls. FAILED_NEW is
+// [prev, cur) of them; so each thread sees each new failure once.
+struct Cursor {
+    size_t l_prev = 0, l_cur = 0, g_prev = 0, g_cur = 0;
+};
+// Keyed by FtComm::serial (unique in the process, never reused).
+thread_local std::unordered_map<uint64_t, Cursor> cursors;
+
+struct Target {
+    Comm* c = nullptr;
+    Engine* eng = nullptr;
+    Ft* ft = nullptr;
+};
+
+Status target_of(weft_comm_t h, Target& t, const char* fn) {
+    if (!h || h->magic != weft_comm::live_magic || !h->comm)
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", fn);
+    t.c = h->comm;
+    t.eng = h->engine;
+    t.ft = Ft::of(*t.eng);
+    if (!t.ft) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the context has no fault-tolerance layer", fn);
+    return WEFT_OK;
+}
+
+template <typename E>
+int raw(E e) {
+    static_assert(sizeof(E) == sizeof(int));
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
+size_t words_for(uint32_t size) { return 1 + (size + 63) / 64; }
+
+// The agreement value: a flag, then the members this rank knows failed.
+std::vector<uint64_t> value_of(const FtComm& f, uint32_t size, uint64_t flag) {
+    std::vector<uint64_t> v(words_for(size), 0);
+    v[0] = flag;
+    for (uint32_t r : f.l_order) v[1 + r / 64] |= 1ull << (r % 64);
+    return v;
+}
+
+bool has_bit(const std::vector<uint64_t>& v, uint32_t r) { return (v[1 + r / 64] >> (r % 64)) & 1; }
+
+// L = G = the agreed set (it contains our L: our contribution is in it).
+void adopt_global(FtComm& f, const Comm& c, const std::vector<uint64_t>& v) {
+    for (uint32_t r = 0; r < c.size; ++r) {
+        if (r == c.rank || !has_bit(v, r)) continue;
+        if (!f.in_g[r]) {
+            f.in_g[r] = 1;
+            f.g_order.push_back(r);
+        }
+        if (!f.in_l[r]) {
+            f.in_l[r] = 1;
+            f.l_order.push_back(r);
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status {
+        uint32_t total = 0, added = 0;
+        t.ft->update_local(*t.c, total, added);
+        FtComm& f = t.ft->state(*t.c);
+        Cursor& cur = cursors[f.serial];
+        cur.l_prev = cur.l_cur;
+        cur.l_cur = f.l_order.size();
+        if (num_failed) *num_failed = total;
+        // This thread's news: another thread's validate may have added some.
+        if (num_new) *num_new = static_cast<uint32_t>(cur.l_cur - cur.l_prev);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status {
+        uint32_t total = 0, added = 0;
+        t.ft->update_local(*t.c, total, added);
+        FtComm& f = t.ft->state(*t.c);
+        std::vector<uint64_t> v = value_of(f, t.c->size, 1);
+        Status s = t.ft->agree(*t.c, v);
+        if (s != WEFT_OK) return s;
+        adopt_global(f, *t.c, v);
+        Cursor& cur = cursors[f.serial];
+        cur.l_prev = cur.l_cur;
+        cur.l_cur = f.l_order.size();
+        cur.g_prev = cur.g_cur;
+        cur.g_cur = f.g_order.size();
+        if (num_failed) *num_failed = static_cast<uint32_t>(f.l_order.size());
+        if (num_new) *num_new = static_cast<uint32_t>(cur.l_cur - cur.l_prev);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
+                                   size_t capacity, size_t* count) {
+    if (!count) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: count is NULL", __func__);
+    const int w = raw(which), k = raw(kind);
+    if (w != WEFT_FAILED_LOCAL && w != WEFT_FAILED_GLOBAL)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: set %d is neither WEFT_FAILED_LOCAL nor WEFT_FAILED_GLOBAL", __func__, w);
+    if (k != WEFT_FAILED_ALL && k != WEFT_FAILED_NEW)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: kind %d is neither WEFT_FAILED_ALL nor WEFT_FAILED_NEW", __func__, k);
+    if (!ranks && capacity)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with capacity %zu", __func__, capacity);
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status {
+        FtComm& f = t.ft->state(*t.c);
+        const Cursor& cur = cursors[f.serial];
+        const std::vector<uint32_t>& order = w == WEFT_FAILED_LOCAL ? f.l_order : f.g_order;
+        const size_t end = w == WEFT_FAILED_LOCAL ? cur.l_cur : cur.g_cur;
+        const size_t begin = k == WEFT_FAILED_ALL ? 0 : (w == WEFT_FAILED_LOCAL ? cur.l_prev : cur.g_prev);
+        const size_t n = end - begin;
+        *count = n;  // the size needed, also when the buffer is too small
+        if (n > capacity)
+            return WEFT_FAIL(WEFT_ERR_TRUNCATE, "%s: room for %zu ranks, %zu needed (*count says so)", __func__, capacity, n);
+        std::copy(order.begin() + static_cast<ptrdiff_t>(begin), order.begin() + static_cast<ptrdiff_t>(end), ranks);
+        std::sort(ranks, ranks + n);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
+    if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status {
+        uint32_t total = 0, added = 0;
+        // Our contribution names what the detector knows now, not only L
+        // (L changes only in validate calls; the contribution is not L).
+        t.ft->update_local(*t.c, total, added);
+        FtComm& f = t.ft->state(*t.c);
+        std::vector<uint64_t> v = value_of(f, t.c->size, static_cast<uint32_t>(*flag));
+        Status s = t.ft->agree(*t.c, v);
+        if (s != WEFT_OK) return s;
+        *flag = static_cast<int>(static_cast<uint32_t>(v[0]));
+        // Uniform: every survivor compares the same agreed set with the
+        // same G (G changes only in validate_global, itself uniform).
+        for (uint32_t r = 0; r < t.c->size; ++r)
+            if (r != t.c->rank && has_bit(v, r) && !f.in_g[r]) return WEFT_ERR_PEER_FAILED;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_revoke(weft_comm_t comm) {
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status {
+        if (t.c->world)
+            WEFT_LOG(info, "weft_comm_revoke: revoking the world communicator (only shrink, agree and validate work on it now)");
+        t.ft->revoke(*t.c);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
+    if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    t.eng->poll();  // a notice may be waiting
+    *flag = t.c->revoked ? 1 : 0;
+    return WEFT_OK;
+}
+
+weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
+    if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status {
+        const weft::Deadline d = t.eng->rt().op_deadline();
+        for (uint32_t attempt = 0;; ++attempt) {
+            uint32_t total = 0, added = 0;
+            t.ft->update_local(*t.c, total, added);
+            FtComm& f = t.ft->state(*t.c);
+            std::vector<uint64_t> v = value_of(f, t.c->size, 1);
+            Status s = t.ft->agree(*t.c, v);
+            if (s != WEFT_OK) return s;
+            std::vector<uint32_t> survivors;
+            for (uint32_t r = 0; r < t.c->size; ++r)
+                if (r == t.c->rank || !has_bit(v, r)) survivors.push_back(r);
+            if (has_bit(v, t.c->rank))
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: the survivors agreed this process failed", __func__);
+            // The agreed list is identical everywhere; its first member
+            // names the context ID. Tags below ANY_TAG never meet a user's,
+            // and each attempt has its own.
+            const int32_t tag = -2 - static_cast<int32_t>(f.next_seq & 0xffffff);
+            Comm* out = nullptr;
+            s = t.eng->create_from_ranks(*t.c, survivors.data(), static_cast<uint32_t>(survivors.size()), tag, out);
+            // A member dying while the communicator is built can fail the
+            // build at some members only: agree on the outcome, so that
+            // either every survivor returns the new communicator or all try
+            // again (the failure is then in the next agreement's set).
+            std::vector<uint64_t> ok = value_of(f, t.c->size, s == WEFT_OK ? 1 : 0);
+            Status as = t.ft->agree(*t.c, ok);
+            if (as != WEFT_OK) {
+                if (out) t.eng->free_comm(*out);
+                return as;
+            }
+            if (ok[0] == 1) {
+                *newcomm = weft::group::new_comm_handle(*t.eng, out);
+                return WEFT_OK;
+            }
+            if (out) t.eng->free_comm(*out);
+            if (s == WEFT_OK) s = WEFT_ERR_PEER_FAILED;
+            if ((s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) || d.passed())
+                return WEFT_FAIL(s, "%s: building the shrunk communicator failed (attempt %u)", __func__, attempt);
+            WEFT_LOG(info, "%s: a member failed while the communicator was built; agreeing again", __func__);
+        }
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,80 @@
+/*
+ * ft.h — fault tolerance on communicators (C ABI): failed-process sets,
+ * agreement, revoke and shrink. Semantics: the MPI-3 FT working group's
+ * validate design (F ⊇ L ⊇ G) and ULFM's agree/revoke/shrink; design and
+ * protocol in docs/fault-tolerance.md.
+ *
+ * Failure model: fail-stop. A process is declared failed by the transport,
+ * by the death of a local process (pidfd), or by the heartbeat detector
+ * (WEFT_FT_PERIOD_MS, default 100; WEFT_FT_TIMEOUT_MS, default 1000;
+ * WEFT_FT_WATCH successors observed, default 3). A declared process is
+ * fenced: its later messages are dropped everywhere, even if it was only
+ * stopped and resumes.
+ *
+ * Threading: as comm.h. The FAILED_NEW cursors are per calling thread.
+ */
+#ifndef WEFT_FT_H
+#define WEFT_FT_H
+
+#include <weft/comm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which set weft_comm_get_failed returns. */
+typedef enum weft_failed_set {
+    WEFT_FAILED_LOCAL = 0,  /* L: known failed by this process */
+    WEFT_FAILED_GLOBAL = 1  /* G: known to be known by every member */
+} weft_failed_set_t;
+
+typedef enum weft_failed_kind {
+    WEFT_FAILED_ALL = 0, /* the whole set, as of this thread's last validate */
+    WEFT_FAILED_NEW = 1  /* what this thread's last validate added */
+} weft_failed_kind_t;
+
+/* Local: adds to L the members the detector knows failed. *num_failed =
+ * |L|, *num_new = how many this call added. Either pointer may be NULL. */
+weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t *num_failed, uint32_t *num_new);
+
+/* Collective over the survivors, fault tolerant (it completes when members,
+ * including whichever coordinates, fail during it): G becomes the union of
+ * every survivor's L, identical on every survivor, and L = G. *num_failed =
+ * |L|, *num_new = how many this call added to L. */
+weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t *num_failed, uint32_t *num_new);
+
+/* Local: the ranks (communicator ranks, ascending) of set `which`, all of
+ * it or only the ranks this thread's last validate call added (per thread:
+ * two threads each see a new failure once). capacity is the room in ranks;
+ * *count is set to the size needed. WEFT_ERR_TRUNCATE, with nothing
+ * written to ranks, when capacity is too small (ranks may be NULL with
+ * capacity 0 to ask for the size). */
+weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind,
+                                   uint32_t *ranks, size_t capacity, size_t *count);
+
+/* Collective, fault tolerant: *flag becomes the bitwise AND of the flags of
+ * the members that contributed, the same on every survivor (ULFM's
+ * MPIX_Comm_agree). Returns WEFT_ERR_PEER_FAILED — uniformly — when the
+ * agreed set of failed members holds one not in G (not yet acknowledged by
+ * validate_global); *flag is set either way. Works on a revoked
+ * communicator. */
+weft_status_t weft_comm_agree(weft_comm_t comm, int *flag);
+
+/* Local, not blocking: revokes comm on every member. Pending and later
+ * point-to-point and collective operations on it return WEFT_ERR_REVOKED
+ * at every member (once the notice arrived: O(log N) relays); validate,
+ * get_failed, agree and shrink still work. */
+weft_status_t weft_comm_revoke(weft_comm_t comm);
+
+/* Collective, fault tolerant: a new communicator of the members not failed
+ * (agreed: identical membership, in the old rank order, on every
+ * survivor). Works on a revoked communicator. */
+weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t *newcomm);
+
+/* 1 when comm was revoked here. */
+weft_status_t weft_comm_is_revoked(weft_comm_t comm, int *flag);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_FT_H */
