@@ -297,8 +297,13 @@ void Ft::step(Instance& in) {
         in.has_acc = true;
         in.acc_ballot = me;
         in.acc = v;
-        for (uint32_t r = 0; r < c.size; ++r)
-            if (r != me && !member_failed(c, r)) send(c.members[r], propose, c.id, in.seq, me, me, false, &v, nullptr);
+        uint32_t sent = 0;
+        for (uint32_t r = 0; r < c.size; ++r) {
+            if (r == me || member_failed(c, r)) continue;
+            send(c.members[r], propose, c.id, in.seq, me, me, false, &v, nullptr);
+            // Tests kill the coordinator here: one member accepted.
+            if (++sent == 1) WEFT_FAULT_POINT("ft.agree.propose_partial");
+        }
     }
     for (uint32_t r = 0; r < c.size; ++r)
         if (!in.acked[r] && !member_failed(c, r)) return;

@@ -149,6 +149,7 @@ weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, we
         const size_t begin = k == WEFT_FAILED_ALL ? 0 : (w == WEFT_FAILED_LOCAL ? cur.l_prev : cur.g_prev);
         const size_t n = end - begin;
         *count = n;  // the size needed, also when the buffer is too small
+        if (!ranks) return WEFT_OK;  // (NULL, 0): a size query
         if (n > capacity)
             return WEFT_FAIL(WEFT_ERR_TRUNCATE, "%s: room for %zu ranks, %zu needed (*count says so)", __func__, capacity, n);
         std::copy(order.begin() + static_cast<ptrdiff_t>(begin), order.begin() + static_cast<ptrdiff_t>(end), ranks);

@@ -47,8 +47,8 @@ weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t *num_failed, 
  * it or only the ranks this thread's last validate call added (per thread:
  * two threads each see a new failure once). capacity is the room in ranks;
  * *count is set to the size needed. WEFT_ERR_TRUNCATE, with nothing
- * written to ranks, when capacity is too small (ranks may be NULL with
- * capacity 0 to ask for the size). */
+ * written to ranks (and *count still the size needed), when capacity is
+ * too small. ranks = NULL with capacity 0 is a size query (WEFT_OK). */
 weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind,
                                    uint32_t *ranks, size_t capacity, size_t *count);
 
