@@ -88,6 +88,7 @@ void Detector::stop() {
         std::lock_guard<std::mutex> g(mu_);
         if (stop_) return;
         stop_ = true;
+        relay_on_stop_ = observing_;
         observing_ = false;
     }
     cv_.notify_all();
@@ -119,9 +120,16 @@ void Detector::run() {
             word_at(sw_->local_base, WEFT_STATE_HEARTBEAT_OFF).store(++beat, std::memory_order_release);
             next_beat = now + cfg_.period_ns;
         }
-        if (mode_ == Mode::thread && observing_) tick(now, now >= next_observe_);
+        // Cleared before the tick: a declaration during it kicks again.
         kick_ = false;
+        if (mode_ == Mode::thread && observing_) tick(now, now >= next_observe_);
         cv_.wait_for(lk, std::chrono::nanoseconds(poll_ns), [&] { return stop_ || kick_.load(); });
+    }
+    // Finalizing: relay what we know before the window goes, so a rank
+    // that learned a failure and then left still passed it on.
+    if (mode_ == Mode::thread && relay_on_stop_) {
+        absorb_notices();
+        propagate();
     }
 }
 
@@ -146,6 +154,7 @@ void Detector::tick(uint64_t now, bool do_observe) {
     last_tick_ = now;
     next_observe_ = now + cfg_.period_ns;
     observe(credited);
+    propagate();  // what we just declared goes out now, not a poll later
 }
 
 bool Detector::read_word(uint32_t p, uint64_t off, uint64_t& v) {

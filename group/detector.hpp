@@ -84,7 +84,7 @@ private:
     std::thread thread_;
     std::mutex mu_;                // the thread's sleep, and tick() against on_progress
     std::condition_variable cv_;
-    bool stop_ = false, observing_ = false;
+    bool stop_ = false, observing_ = false, relay_on_stop_ = false;
     std::atomic<bool> kick_{false};
     // Observation state per peer (under mu_).
     struct Obs {
