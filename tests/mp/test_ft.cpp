@@ -388,6 +388,26 @@ TEST_F(Ft, LongStopIsDeclaredAndFenced) {
     }
 }
 
+// mp.ft.oversubscribed.*: 4 ranks on this machine's 2 cores, each
+// computing for 5 periods at a time without calling weft, for 3 s: the
+// detector threads still beat and observers credit only their own running
+// time, so nobody is suspected.
+TEST_F(Ft, NoFalseSuspicionsUnderOversubscription) {
+    barrier();
+    const uint64_t end = now_ns() + 3'000'000'000ull;
+    volatile uint64_t sink = 0;
+    while (now_ns() < end) {
+        const uint64_t stop = now_ns() + 500'000'000ull;  // 5 x the default period
+        while (now_ns() < stop)
+            for (int i = 0; i < 10000; ++i) sink = sink + uint64_t(i) * 2654435761u;
+        weft_progress(ctx, nullptr);
+    }
+    uint32_t total = 9, fresh = 9;
+    ASSERT_EQ(weft_comm_validate_local(w_, &total, &fresh), WEFT_OK);
+    EXPECT_EQ(total, 0u) << "a busy rank was suspected";
+    EXPECT_EQ(weft_barrier(w_), WEFT_OK);
+}
+
 // ------------------------------------------------------------ shrink, revoke
 // mp.ft.shrink.*: ranks 2 and 5 of 8 die at mp.ft.victim; the survivors
 // shrink at once: the same 6 members, in order, everywhere.
