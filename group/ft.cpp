@@ -149,8 +149,10 @@ uint32_t Ft::pump() {
         for (const Msg& m : msgs) handle(m);
         n += static_cast<uint32_t>(msgs.size());
     }
-    for (auto& [key, in] : instances_)
-        if (in.entered && !in.decided) step(in);
+    // Most progress calls have no agreement open: one branch.
+    if (open_)
+        for (auto& [key, in] : instances_)
+            if (in.entered && !in.decided) step(in);
     return n;
 }
 
@@ -212,11 +214,12 @@ void Ft::handle(const Msg& m) {
             return;
         case propose:
             if (!in.entered) return;  // impossible: a proposal needs our contribution
-            if (!in.decided && (!in.has_acc || h.ballot >= in.acc_ballot)) {
-                in.has_acc = true;
-                in.acc_ballot = h.ballot;
-                in.acc = value;
-            }
+            // ACK only what we accepted: a proposal of a lower ballot than
+            // one we hold must not count towards its commit.
+            if (in.decided || (in.has_acc && h.ballot < in.acc_ballot)) return;
+            in.has_acc = true;
+            in.acc_ballot = h.ballot;
+            in.acc = value;
             send(m.from_peer, ack, h.comm_id, h.seq, h.ballot, me, false, nullptr, nullptr);
             return;
         case ack:
@@ -231,6 +234,7 @@ void Ft::handle(const Msg& m) {
 }
 
 void Ft::decide(Instance& in, const std::vector<uint64_t>& v) {
+    if (in.entered) --open_;
     in.decided = true;
     in.decision = v;
     const uint64_t id = in.comm_id, seq = in.seq;
@@ -331,6 +335,7 @@ Status Ft::agree(Comm& c, std::vector<uint64_t>& value) {
     Instance& in = instance(c.id, seq);
     in.comm = &c;
     in.entered = true;
+    if (!in.decided) ++open_;
     in.mine = value;
     if (in.contribs.size() < c.size) in.contribs.resize(c.size);
     WEFT_FAULT_POINT("ft.agree.enter");

@@ -126,6 +126,7 @@ private:
     std::vector<Msg> inbox_;
     std::vector<uint64_t> revoked_ids_;  // revoke notices for communicators not created here yet
     uint64_t coordinated_ = 0;
+    uint32_t open_ = 0;  // instances entered here and not decided
 };
 
 }  // namespace weft::group
