@@ -51,7 +51,11 @@ Status Detector::attach() {
     bool mapped = true;
     for (uint32_t p = 0; p < n_; ++p)
         if (!sw_->remote[p].direct) mapped = false;
-    if (mapped && caps.atomics == WEFT_ATOMICS_CPU && caps.atomic_scope == WEFT_ATOMIC_SCOPE_GLOBAL) {
+    // WEFT_FT_DETECTOR=progress forces the transport path where the thread
+    // could observe (tests run the verbs code path on shm and UCX that way).
+    const bool force_progress = env_string("WEFT_FT_DETECTOR", "auto") == "progress";
+    if (mapped && !force_progress && caps.atomics == WEFT_ATOMICS_CPU &&
+        caps.atomic_scope == WEFT_ATOMIC_SCOPE_GLOBAL) {
         mode_ = Mode::thread;
     } else if (caps.atomics != WEFT_ATOMICS_EMULATED && caps.atomics != WEFT_ATOMICS_NONE) {
         mode_ = Mode::progress;
