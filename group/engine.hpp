@@ -90,6 +90,7 @@ struct Comm {
     bool freeing = false;           // user freed it; the release barrier runs
     bool world = false;
     bool revoked = false;           // weft_comm_revoke (group/ft.cpp)
+    const uint8_t* recognised = nullptr;  // by rank: in L (group/ft), PROC_NULL for point-to-point; null: none
     weft_comm* handle = nullptr;
     MatchQueue p2p, coll, create;
 
@@ -161,6 +162,8 @@ public:
     // reply and active collectives with WEFT_ERR_REVOKED.
     void revoke_pending(Comm& c);
     const std::vector<std::unique_ptr<Comm>>& comms() const { return comms_; }
+    // A request that is already complete with st (PROC_NULL operations).
+    Request* completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st);
 
     // ------------------------------------------------- collectives
     Status barrier_start(Comm& c, Request*& out);

@@ -78,6 +78,12 @@ FtComm& Ft::state(Comm& c) {
     return *p;
 }
 
+void Ft::publish(Comm& c, FtComm& f) {
+    // in_l never moves (sized once per communicator): the engine's entry
+    // points read it without a lookup.
+    if (!f.l_order.empty()) c.recognised = f.in_l.data();
+}
+
 bool Ft::member_failed(const Comm& c, uint32_t r) const { return rt_.peer_failed(c.members[r]); }
 
 int32_t Ft::coordinator(const Comm& c) const {
@@ -97,6 +103,7 @@ void Ft::update_local(Comm& c, uint32_t& num_failed, uint32_t& num_new) {
         }
     num_failed = static_cast<uint32_t>(f.l_order.size());
     num_new = static_cast<uint32_t>(f.l_order.size() - before);
+    publish(c, f);
 }
 
 // ------------------------------------------------------------ messages
@@ -382,8 +389,16 @@ bool Ft::revoked(const Comm& c) const { return c.revoked; }
 
 }  // namespace weft::group
 
-// Defined here, not in engine.cpp: the engine half of revoke.
+// Defined here, not in engine.cpp: the engine half of revoke and of
+// PROC_NULL semantics.
 namespace weft::group {
+Request* Engine::completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st) {
+    Request* r = new_request(k, &c);
+    r->status = st;
+    r->done = true;
+    return r;
+}
+
 void Engine::revoke_pending(Comm& c) {
     for (MatchQueue* q : {&c.p2p, &c.coll}) {
         refuse_rendezvous(*q, WEFT_ANY_TAG);

@@ -67,6 +67,8 @@ public:
     // Adds to L the members the detector declared failed. Returns |L| and
     // how many this call added.
     void update_local(Comm& c, uint32_t& num_failed, uint32_t& num_new);
+    // Point-to-point with members of L gets PROC_NULL semantics from now on.
+    void publish(Comm& c, FtComm& f);
     // Runs one agreement instance over c. value: word 0 a flag (ANDed),
     // then ceil(size/64) words of failed-rank bitmap (ORed).
     Status agree(Comm& c, std::vector<uint64_t>& value);

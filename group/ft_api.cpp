@@ -116,6 +116,7 @@ weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, 
         Status s = t.ft->agree(*t.c, v);
         if (s != WEFT_OK) return s;
         adopt_global(f, *t.c, v);
+        t.ft->publish(*t.c, f);
         Cursor& cur = cursors[f.serial];
         cur.l_prev = cur.l_cur;
         cur.l_cur = f.l_order.size();

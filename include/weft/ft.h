@@ -22,6 +22,14 @@
 extern "C" {
 #endif
 
+/* The source of a receive from a recognised-failed rank. Point-to-point
+ * with a member of L (after a validate call recognised its failure) has
+ * PROC_NULL semantics: a send completes at once and sends nothing; a
+ * receive naming it completes at once with source WEFT_PROC_NULL, tag
+ * WEFT_ANY_TAG, 0 bytes. An unrecognised failure makes operations naming it
+ * fail with WEFT_ERR_PEER_FAILED (comm.h). */
+#define WEFT_PROC_NULL (-2)
+
 /* Which set weft_comm_get_failed returns. */
 typedef enum weft_failed_set {
     WEFT_FAILED_LOCAL = 0,  /* L: known failed by this process */

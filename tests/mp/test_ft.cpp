@@ -154,6 +154,23 @@ TEST_F(Ft, FailedNewPerCallAndPerThread) {
     EXPECT_EQ(total, 1u);
     EXPECT_EQ(fresh, 0u);
     EXPECT_EQ(get_failed(w_, WEFT_FAILED_LOCAL, WEFT_FAILED_NEW), std::vector<uint32_t>{}) << "second call";
+    // r1 is recognised (in L): point-to-point with it is PROC_NULL.
+    {
+        uint64_t x = 7;
+        weft_msg_status_t s = blank_status();
+        EXPECT_EQ(weft_recv(w_, &x, 1, WEFT_UINT64, int32_t(r1), 3, &s), WEFT_OK);
+        EXPECT_EQ(s.source, WEFT_PROC_NULL);
+        EXPECT_EQ(s.tag, WEFT_ANY_TAG);
+        EXPECT_EQ(s.bytes, 0u);
+        EXPECT_EQ(x, 7u) << "a PROC_NULL receive wrote the buffer";
+        EXPECT_EQ(weft_ssend(w_, &x, 1, WEFT_UINT64, r1, 3), WEFT_OK);
+        weft_request_t req = nullptr;
+        ASSERT_EQ(weft_irecv(w_, &x, 1, WEFT_UINT64, int32_t(r1), 3, &req), WEFT_OK);
+        int flag = 0;
+        EXPECT_EQ(weft_request_test(&req, &flag, &s), WEFT_OK);
+        EXPECT_EQ(flag, 1) << "a PROC_NULL receive completes at once";
+        EXPECT_EQ(s.source, WEFT_PROC_NULL);
+    }
     // Two more threads (one at a time: the context is SERIALIZED), each
     // with its own cursor: each sees r1 once.
     for (int t = 0; t < 2; ++t) {
