@@ -164,6 +164,7 @@ public:
     const std::vector<std::unique_ptr<Comm>>& comms() const { return comms_; }
     // A request that is already complete with st (PROC_NULL operations).
     Request* completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st);
+    void complete_request(Request& r, Status st);  // group/ft.cpp's non-blocking agreement
 
     // ------------------------------------------------- collectives
     Status barrier_start(Comm& c, Request*& out);

@@ -160,6 +160,7 @@ uint32_t Ft::pump() {
     if (open_)
         for (auto& [key, in] : instances_)
             if (in.entered && !in.decided) step(in);
+    if (!iagrees_.empty()) n += finish_iagrees();
     return n;
 }
 
@@ -336,7 +337,7 @@ void Ft::step(Instance& in) {
     decide(in, v);
 }
 
-Status Ft::agree(Comm& c, std::vector<uint64_t>& value) {
+uint64_t Ft::enter(Comm& c, const std::vector<uint64_t>& value) {
     FtComm& f = state(c);
     const uint64_t seq = f.next_seq++;
     Instance& in = instance(c.id, seq);
@@ -346,6 +347,56 @@ Status Ft::agree(Comm& c, std::vector<uint64_t>& value) {
     in.mine = value;
     if (in.contribs.size() < c.size) in.contribs.resize(c.size);
     WEFT_FAULT_POINT("ft.agree.enter");
+    return seq;
+}
+
+std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag) {
+    std::vector<uint64_t> v(1 + (size + 63) / 64, 0);
+    v[0] = flag;
+    for (uint32_t r : f.l_order) v[1 + r / 64] |= 1ull << (r % 64);
+    return v;
+}
+
+Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag) {
+    *flag = static_cast<int>(static_cast<uint32_t>(v[0]));
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (r != c.rank && ((v[1 + r / 64] >> (r % 64)) & 1) && !f.in_g[r]) return WEFT_ERR_PEER_FAILED;
+    return WEFT_OK;
+}
+
+Status Ft::iagree(Comm& c, int* flag, Request*& out) {
+    uint32_t total = 0, added = 0;
+    update_local(c, total, added);
+    const uint64_t seq = enter(c, agree_value(state(c), c.size, static_cast<uint32_t>(*flag)));
+    // A send-kind request without a cookie: nothing in the engine touches
+    // it; we complete it when the instance decides.
+    out = eng_.completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
+    out->done = false;
+    iagrees_.push_back(PendingAgree{c.id, seq, &c, out, flag});
+    return WEFT_OK;
+}
+
+uint32_t Ft::finish_iagrees() {
+    uint32_t n = 0;
+    for (size_t i = 0; i < iagrees_.size();) {
+        PendingAgree& p = iagrees_[i];
+        auto it = instances_.find({p.comm_id, p.seq});
+        if (it == instances_.end() || !it->second.decided) {
+            ++i;
+            continue;
+        }
+        const Status st = agree_outcome(state(*p.comm), *p.comm, it->second.decision, p.flag);
+        eng_.complete_request(*p.req, st);
+        iagrees_[i] = iagrees_.back();
+        iagrees_.pop_back();
+        ++n;
+    }
+    return n;
+}
+
+Status Ft::agree(Comm& c, std::vector<uint64_t>& value) {
+    const uint64_t seq = enter(c, value);
+    Instance& in = instance(c.id, seq);
     const Deadline d = rt_.op_deadline();
     Backoff b;
     while (!in.decided) {
@@ -392,6 +443,8 @@ bool Ft::revoked(const Comm& c) const { return c.revoked; }
 // Defined here, not in engine.cpp: the engine half of revoke and of
 // PROC_NULL semantics.
 namespace weft::group {
+void Engine::complete_request(Request& r, Status st) { complete(r, st); }
+
 Request* Engine::completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st) {
     Request* r = new_request(k, &c);
     r->status = st;

@@ -72,6 +72,9 @@ public:
     // Runs one agreement instance over c. value: word 0 a flag (ANDed),
     // then ceil(size/64) words of failed-rank bitmap (ORed).
     Status agree(Comm& c, std::vector<uint64_t>& value);
+    // Non-blocking agree: the request completes (from progress) when the
+    // instance decides; *flag is written then, and the status is agree's.
+    Status iagree(Comm& c, int* flag, Request*& out);
     // Marks c revoked here and floods the notice to every member.
     void revoke(Comm& c);
 
@@ -129,6 +132,20 @@ private:
     std::vector<uint64_t> revoked_ids_;  // revoke notices for communicators not created here yet
     uint64_t coordinated_ = 0;
     uint32_t open_ = 0;  // instances entered here and not decided
+    struct PendingAgree {
+        uint64_t comm_id, seq;
+        Comm* comm;
+        Request* req;
+        int* flag;
+    };
+    std::vector<PendingAgree> iagrees_;
+    uint32_t finish_iagrees();
+    uint64_t enter(Comm& c, const std::vector<uint64_t>& value);
 };
+
+// agree's outcome from its decided value: the flag, and PEER_FAILED when
+// the agreed failed set holds a member not in G (uniform everywhere).
+Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag);
+std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag);
 
 }  // namespace weft::group

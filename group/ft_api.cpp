@@ -53,14 +53,9 @@ int raw(E e) {
     return v;
 }
 
-size_t words_for(uint32_t size) { return 1 + (size + 63) / 64; }
-
 // The agreement value: a flag, then the members this rank knows failed.
 std::vector<uint64_t> value_of(const FtComm& f, uint32_t size, uint64_t flag) {
-    std::vector<uint64_t> v(words_for(size), 0);
-    v[0] = flag;
-    for (uint32_t r : f.l_order) v[1 + r / 64] |= 1ull << (r % 64);
-    return v;
+    return weft::group::agree_value(f, size, flag);
 }
 
 bool has_bit(const std::vector<uint64_t>& v, uint32_t r) { return (v[1 + r / 64] >> (r % 64)) & 1; }
@@ -174,11 +169,25 @@ weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
         std::vector<uint64_t> v = value_of(f, t.c->size, static_cast<uint32_t>(*flag));
         Status s = t.ft->agree(*t.c, v);
         if (s != WEFT_OK) return s;
-        *flag = static_cast<int>(static_cast<uint32_t>(v[0]));
         // Uniform: every survivor compares the same agreed set with the
         // same G (G changes only in validate_global, itself uniform).
-        for (uint32_t r = 0; r < t.c->size; ++r)
-            if (r != t.c->rank && has_bit(v, r) && !f.in_g[r]) return WEFT_ERR_PEER_FAILED;
+        return weft::group::agree_outcome(f, *t.c, v, flag);
+    });
+}
+
+weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
+    if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
+    if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
+    Target t;
+    Status st = target_of(comm, t, __func__);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status {
+        weft::group::Request* r = nullptr;
+        Status s = t.ft->iagree(*t.c, flag, r);
+        if (s != WEFT_OK) return s;
+        r->user = true;
+        *req = reinterpret_cast<weft_request_t>(r);
         return WEFT_OK;
     });
 }

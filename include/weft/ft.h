@@ -68,6 +68,12 @@ weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, we
  * communicator. */
 weft_status_t weft_comm_agree(weft_comm_t comm, int *flag);
 
+/* Non-blocking weft_comm_agree: *flag (which must stay valid) is written
+ * when the request completes; the request's status is agree's. Agreements
+ * on one communicator, blocking or not, are matched in the order members
+ * start them. */
+weft_status_t weft_comm_iagree(weft_comm_t comm, int *flag, weft_request_t *req);
+
 /* Local, not blocking: revokes comm on every member. Pending and later
  * point-to-point and collective operations on it return WEFT_ERR_REVOKED
  * at every member (once the notice arrived: O(log N) relays); validate,

@@ -492,6 +492,25 @@ TEST_F(Ft, RevokeFailsPendingAndLaterOperations) {
     barrier();
 }
 
+// mp.ft.iagree.*: two non-blocking agreements in flight, then a blocking
+// one: each gives the AND of its own flags, everywhere.
+TEST_F(Ft, IagreeOverlapsAndMatchesAgree) {
+    int a = rank == 1 ? 0 : 1, b = 0x3c | (rank == 0 ? 0 : 0x40);
+    weft_request_t reqs[2] = {nullptr, nullptr};
+    ASSERT_EQ(weft_comm_iagree(w_, &a, &reqs[0]), WEFT_OK);
+    ASSERT_EQ(weft_comm_iagree(w_, &b, &reqs[1]), WEFT_OK);
+    int c = 5;
+    ASSERT_EQ(weft_comm_agree(w_, &c), WEFT_OK) << "a blocking agreement behind two open ones";
+    weft_msg_status_t st[2];
+    ASSERT_EQ(weft_request_waitall(2, reqs, st), WEFT_OK);
+    EXPECT_EQ(a, size > 1 ? 0 : 1);
+    EXPECT_EQ(b, size > 1 ? 0x3c : 0x7c);
+    EXPECT_EQ(c, 5);
+    EXPECT_EQ(weft_comm_iagree(w_, nullptr, &reqs[0]), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_comm_iagree(w_, &a, nullptr), WEFT_ERR_INVALID_ARG);
+    barrier();
+}
+
 // ------------------------------------------------------------ bad input, cost
 TEST_F(Ft, BadInputGetsClearStatuses) {
     uint32_t n = 0, nn = 0;
