@@ -248,8 +248,11 @@ void Ft::decide(Instance& in, const std::vector<uint64_t>& v) {
     const uint64_t id = in.comm_id, seq = in.seq;
     if (seq >= keep_decided)
         for (auto it = instances_.lower_bound({id, 0}); it != instances_.end() && it->first.first == id &&
-                                                        it->first.second < seq - keep_decided;)
-            it = instances_.erase(it);
+                                                        it->first.second < seq - keep_decided;) {
+            // An open one stays (another thread of ours may still wait in it).
+            if (it->second.decided) it = instances_.erase(it);
+            else ++it;
+        }
 }
 
 void Ft::step(Instance& in) {
