@@ -425,6 +425,40 @@ TEST_F(Ft, NoFalseSuspicionsUnderOversubscription) {
     EXPECT_EQ(weft_barrier(w_), WEFT_OK);
 }
 
+// mp.ft.rma.*: the last rank dies inside an epoch. A flush naming it fails;
+// a flush of all completes the live targets and reports the failure once;
+// the survivors' puts to each other arrive.
+TEST_F(Ft, RmaFlushReportsDeadTargetOnce) {
+    ASSERT_GE(size, 3u);
+    const uint32_t victim = size - 1;
+    void* base = nullptr;
+    weft_window_t win = nullptr;
+    ASSERT_EQ(weft_window_allocate(ctx, 8 * size, &base, &win), WEFT_OK);
+    barrier();
+    if (rank == victim) die_at("mp.ft.victim");
+    ASSERT_NE(wait_failed(w_, 1), UINT32_MAX);
+    const uint64_t mine = 100 + rank;
+    for (uint32_t r = 0; r < victim; ++r) ASSERT_EQ(weft_put(win, r, 8 * rank, &mine, 8), WEFT_OK);
+    EXPECT_EQ(weft_put(win, victim, 8 * rank, &mine, 8), WEFT_ERR_PEER_FAILED);
+    EXPECT_EQ(weft_flush(win, victim), WEFT_ERR_PEER_FAILED);
+    EXPECT_EQ(weft_flush(win, WEFT_RANK_ALL), WEFT_ERR_PEER_FAILED) << "the failure surfaces at the next flush";
+    EXPECT_EQ(weft_flush(win, WEFT_RANK_ALL), WEFT_OK) << "and only once";
+    for (uint32_t r = 0; r < victim; ++r) EXPECT_EQ(weft_flush(win, r), WEFT_OK) << "live target " << r;
+    // Survivors tell each other their puts are complete, then look.
+    for (uint32_t r = 0; r < victim; ++r) {
+        if (r != rank) {
+            ASSERT_EQ(weft_send(w_, &mine, 1, WEFT_UINT64, r, 21), WEFT_OK);
+        }
+    }
+    for (uint32_t r = 0; r < victim; ++r) {
+        if (r == rank) continue;
+        uint64_t x = 0;
+        ASSERT_EQ(weft_recv(w_, &x, 1, WEFT_UINT64, int32_t(r), 21, nullptr), WEFT_OK);
+    }
+    for (uint32_t r = 0; r < victim; ++r)
+        EXPECT_EQ(std::atomic_ref<uint64_t>(static_cast<uint64_t*>(base)[r]).load(), 100u + r) << "put from " << r;
+}
+
 // ------------------------------------------------------------ shrink, revoke
 // mp.ft.shrink.*: ranks 2 and 5 of 8 die at mp.ft.victim; the survivors
 // shrink at once: the same 6 members, in order, everywhere.
