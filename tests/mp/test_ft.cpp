@@ -102,6 +102,9 @@ TEST_F(Ft, KilledRankFailsBarrierEverywhereAndAgainAfterAPause) {
     void* base = nullptr;
     weft_window_t win = nullptr;
     ASSERT_EQ(weft_window_allocate(ctx, 64, &base, &win), WEFT_OK);
+    // A communicator without the victim, made before it dies.
+    weft_comm_t rest = nullptr;
+    ASSERT_EQ(weft_comm_split(w_, rank == victim ? WEFT_UNDEFINED : 0, 0, &rest), WEFT_OK);
     ASSERT_EQ(weft_barrier(w_), WEFT_OK);
     barrier();
     if (rank == victim) {
@@ -126,6 +129,14 @@ TEST_F(Ft, KilledRankFailsBarrierEverywhereAndAgainAfterAPause) {
     EXPECT_EQ(weft_barrier(w_), WEFT_ERR_PEER_FAILED) << "after a pause";
     int64_t one = 1, sum = 0;
     EXPECT_EQ(weft_allreduce(w_, &one, &sum, 1, WEFT_INT64, WEFT_OP_SUM), WEFT_ERR_PEER_FAILED);
+    // The communicator without the victim is insulated.
+    EXPECT_EQ(weft_allreduce(rest, &one, &sum, 1, WEFT_INT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(sum, int64_t(size - 1));
+    EXPECT_EQ(weft_barrier(rest), WEFT_OK);
+    uint32_t n = 9, nn = 9;
+    EXPECT_EQ(weft_comm_validate_local(rest, &n, &nn), WEFT_OK);
+    EXPECT_EQ(n, 0u) << "the victim is no member of it";
+    EXPECT_EQ(weft_comm_free(&rest), WEFT_OK);
 }
 
 // mp.ft.new.*: rank size-1 dies at mp.ft.victim1; rank size-2 once every
