@@ -90,7 +90,7 @@ struct Comm {
     bool freeing = false;           // user freed it; the release barrier runs
     bool world = false;
     bool revoked = false;           // weft_comm_revoke (group/ft.cpp)
-    const uint8_t* recognised = nullptr;  // by rank: in L (group/ft), PROC_NULL for point-to-point; null: none
+    const uint8_t* recognised = nullptr;  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
     weft_comm* handle = nullptr;
     MatchQueue p2p, coll, create;
 

@@ -74,14 +74,16 @@ FtComm& Ft::state(Comm& c) {
         p->size = c.size;
         p->in_l.assign(c.size, 0);
         p->in_g.assign(c.size, 0);
+        p->cleared.assign(c.size, 0);
     }
     return *p;
 }
 
-void Ft::publish(Comm& c, FtComm& f) {
-    // in_l never moves (sized once per communicator): the engine's entry
-    // points read it without a lookup.
-    if (!f.l_order.empty()) c.recognised = f.in_l.data();
+void Ft::clear(Comm& c, FtComm& f, uint32_t r) {
+    f.cleared[r] = 1;
+    // `cleared` never moves (sized once per communicator): the engine's
+    // entry points read it without a lookup.
+    c.recognised = f.cleared.data();
 }
 
 bool Ft::member_failed(const Comm& c, uint32_t r) const { return rt_.peer_failed(c.members[r]); }
@@ -103,7 +105,6 @@ void Ft::update_local(Comm& c, uint32_t& num_failed, uint32_t& num_new) {
         }
     num_failed = static_cast<uint32_t>(f.l_order.size());
     num_new = static_cast<uint32_t>(f.l_order.size() - before);
-    publish(c, f);
 }
 
 // ------------------------------------------------------------ messages

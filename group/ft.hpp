@@ -45,6 +45,10 @@ struct FtComm {
     uint64_t serial = 0;  // unique in the process: keys threads' cursors
     uint32_t size = 0;
     std::vector<uint8_t> in_l, in_g;    // by communicator rank
+    // The seed's per-connection state: UP (not in L), DOWN (in L), CLEARED
+    // (in L and recognised: validate_clear, or in G). PROC_NULL semantics
+    // apply to CLEARED members only.
+    std::vector<uint8_t> cleared;
     std::vector<uint32_t> l_order, g_order;
     uint64_t next_seq = 0;              // next agreement instance
     bool revoked = false;
@@ -67,8 +71,8 @@ public:
     // Adds to L the members the detector declared failed. Returns |L| and
     // how many this call added.
     void update_local(Comm& c, uint32_t& num_failed, uint32_t& num_new);
-    // Point-to-point with members of L gets PROC_NULL semantics from now on.
-    void publish(Comm& c, FtComm& f);
+    // Marks r's failure cleared: point-to-point with it is PROC_NULL.
+    void clear(Comm& c, FtComm& f, uint32_t r);
     // Runs one agreement instance over c. value: word 0 a flag (ANDed),
     // then ceil(size/64) words of failed-rank bitmap (ORed).
     Status agree(Comm& c, std::vector<uint64_t>& value);

@@ -45,6 +45,17 @@ Status target_of(weft_comm_t h, Target& t, const char* fn) {
     return WEFT_OK;
 }
 
+// Every entry's common part: the communicator's FT state, the context's
+// lock (MULTIPLE), exceptions turned into statuses.
+template <typename F>
+Status with_target(weft_comm_t h, const char* fn, F&& body) {
+    Target t;
+    Status st = target_of(h, t, fn);
+    if (st != WEFT_OK) return st;
+    weft::RuntimeLock lock(t.eng->rt());
+    return guarded([&]() -> Status { return body(t); });
+}
+
 template <typename E>
 int raw(E e) {
     static_assert(sizeof(E) == sizeof(int));
@@ -80,11 +91,7 @@ void adopt_global(FtComm& f, const Comm& c, const std::vector<uint64_t>& v) {
 extern "C" {
 
 weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    return guarded([&]() -> Status {
+    return with_target(comm, __func__, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
         t.ft->update_local(*t.c, total, added);
         FtComm& f = t.ft->state(*t.c);
@@ -99,11 +106,7 @@ weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, u
 }
 
 weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    return guarded([&]() -> Status {
+    return with_target(comm, __func__, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
         t.ft->update_local(*t.c, total, added);
         FtComm& f = t.ft->state(*t.c);
@@ -111,7 +114,8 @@ weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, 
         Status s = t.ft->agree(*t.c, v);
         if (s != WEFT_OK) return s;
         adopt_global(f, *t.c, v);
-        t.ft->publish(*t.c, f);
+        // After validate_global L = G = the cleared set (seed 003).
+        for (uint32_t r : f.g_order) t.ft->clear(*t.c, f, r);
         Cursor& cur = cursors[f.serial];
         cur.l_prev = cur.l_cur;
         cur.l_cur = f.l_order.size();
@@ -127,40 +131,71 @@ weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, we
                                    size_t capacity, size_t* count) {
     if (!count) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: count is NULL", __func__);
     const int w = raw(which), k = raw(kind);
-    if (w != WEFT_FAILED_LOCAL && w != WEFT_FAILED_GLOBAL)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: set %d is neither WEFT_FAILED_LOCAL nor WEFT_FAILED_GLOBAL", __func__, w);
+    if (w < WEFT_FAILED_LOCAL || w > WEFT_FAILED_UNCLEARED)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: set %d is not a WEFT_FAILED_* set", __func__, w);
     if (k != WEFT_FAILED_ALL && k != WEFT_FAILED_NEW)
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: kind %d is neither WEFT_FAILED_ALL nor WEFT_FAILED_NEW", __func__, k);
+    if (w >= WEFT_FAILED_CLEARED && k != WEFT_FAILED_ALL)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the cleared / uncleared sets take WEFT_FAILED_ALL only", __func__);
     if (!ranks && capacity)
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with capacity %zu", __func__, capacity);
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    return guarded([&]() -> Status {
+    return with_target(comm, __func__, [&](Target& t) -> Status {
         FtComm& f = t.ft->state(*t.c);
         const Cursor& cur = cursors[f.serial];
-        const std::vector<uint32_t>& order = w == WEFT_FAILED_LOCAL ? f.l_order : f.g_order;
-        const size_t end = w == WEFT_FAILED_LOCAL ? cur.l_cur : cur.g_cur;
-        const size_t begin = k == WEFT_FAILED_ALL ? 0 : (w == WEFT_FAILED_LOCAL ? cur.l_prev : cur.g_prev);
-        const size_t n = end - begin;
+        std::vector<uint32_t> out;
+        if (w == WEFT_FAILED_CLEARED || w == WEFT_FAILED_UNCLEARED) {
+            // The thread's L, split by the per-rank state.
+            for (size_t i = 0; i < cur.l_cur; ++i)
+                if ((f.cleared[f.l_order[i]] != 0) == (w == WEFT_FAILED_CLEARED)) out.push_back(f.l_order[i]);
+        } else {
+            const std::vector<uint32_t>& order = w == WEFT_FAILED_LOCAL ? f.l_order : f.g_order;
+            const size_t end = w == WEFT_FAILED_LOCAL ? cur.l_cur : cur.g_cur;
+            const size_t begin = k == WEFT_FAILED_ALL ? 0 : (w == WEFT_FAILED_LOCAL ? cur.l_prev : cur.g_prev);
+            out.assign(order.begin() + static_cast<ptrdiff_t>(begin), order.begin() + static_cast<ptrdiff_t>(end));
+        }
+        const size_t n = out.size();
         *count = n;  // the size needed, also when the buffer is too small
         if (!ranks) return WEFT_OK;  // (NULL, 0): a size query
         if (n > capacity)
             return WEFT_FAIL(WEFT_ERR_TRUNCATE, "%s: room for %zu ranks, %zu needed (*count says so)", __func__, capacity, n);
-        std::copy(order.begin() + static_cast<ptrdiff_t>(begin), order.begin() + static_cast<ptrdiff_t>(end), ranks);
-        std::sort(ranks, ranks + n);
+        std::sort(out.begin(), out.end());
+        std::copy(out.begin(), out.end(), ranks);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
+    if (!ranks && n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with %zu ranks", __func__, n);
+    return with_target(comm, __func__, [&](Target& t) -> Status {
+        FtComm& f = t.ft->state(*t.c);
+        // All or nothing: check every rank first.
+        for (size_t i = 0; i < n; ++i) {
+            if (ranks[i] >= t.c->size)
+                return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", __func__, ranks[i], t.c->size);
+            if (!f.in_l[ranks[i]])
+                return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: rank %u is not in L (not known failed: validate first)", __func__, ranks[i]);
+        }
+        for (size_t i = 0; i < n; ++i) t.ft->clear(*t.c, f, ranks[i]);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
+    if (n && (!ranks || !states)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks or states is NULL", __func__);
+    return with_target(comm, __func__, [&](Target& t) -> Status {
+        FtComm& f = t.ft->state(*t.c);
+        for (size_t i = 0; i < n; ++i)
+            if (ranks[i] >= t.c->size)
+                return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", __func__, ranks[i], t.c->size);
+        for (size_t i = 0; i < n; ++i)
+            states[i] = !f.in_l[ranks[i]] ? WEFT_RANK_OK : f.cleared[ranks[i]] ? WEFT_RANK_CLEARED : WEFT_RANK_FAILED;
         return WEFT_OK;
     });
 }
 
 weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    return guarded([&]() -> Status {
+    return with_target(comm, __func__, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
         // Our contribution names what the detector knows now, not only L
         // (L changes only in validate calls; the contribution is not L).
@@ -178,11 +213,7 @@ weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
 weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
     if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    return guarded([&]() -> Status {
+    return with_target(comm, __func__, [&](Target& t) -> Status {
         weft::group::Request* r = nullptr;
         Status s = t.ft->iagree(*t.c, flag, r);
         if (s != WEFT_OK) return s;
@@ -193,11 +224,7 @@ weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req)
 }
 
 weft_status_t weft_comm_revoke(weft_comm_t comm) {
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    return guarded([&]() -> Status {
+    return with_target(comm, __func__, [&](Target& t) -> Status {
         if (t.c->world)
             WEFT_LOG(info, "weft_comm_revoke: revoking the world communicator (only shrink, agree and validate work on it now)");
         t.ft->revoke(*t.c);
@@ -207,22 +234,16 @@ weft_status_t weft_comm_revoke(weft_comm_t comm) {
 
 weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    t.eng->poll();  // a notice may be waiting
-    *flag = t.c->revoked ? 1 : 0;
-    return WEFT_OK;
+    return with_target(comm, __func__, [&](Target& t) -> Status {
+        t.eng->poll();  // a notice may be waiting
+        *flag = t.c->revoked ? 1 : 0;
+        return WEFT_OK;
+    });
 }
 
 weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
     if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
-    Target t;
-    Status st = target_of(comm, t, __func__);
-    if (st != WEFT_OK) return st;
-    weft::RuntimeLock lock(t.eng->rt());
-    return guarded([&]() -> Status {
+    return with_target(comm, __func__, [&](Target& t) -> Status {
         const weft::Deadline d = t.eng->rt().op_deadline();
         for (uint32_t attempt = 0;; ++attempt) {
             uint32_t total = 0, added = 0;

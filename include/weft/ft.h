@@ -22,18 +22,22 @@
 extern "C" {
 #endif
 
-/* The source of a receive from a recognised-failed rank. Point-to-point
- * with a member of L (after a validate call recognised its failure) has
- * PROC_NULL semantics: a send completes at once and sends nothing; a
- * receive naming it completes at once with source WEFT_PROC_NULL, tag
- * WEFT_ANY_TAG, 0 bytes. An unrecognised failure makes operations naming it
- * fail with WEFT_ERR_PEER_FAILED (comm.h). */
+/* The source of a receive from a recognised-failed rank. A failure is
+ * recognised (the seed's CLEARED state) by weft_comm_validate_clear or by
+ * weft_comm_validate_global (after which L = G = the cleared set).
+ * Point-to-point with a recognised-failed rank has PROC_NULL semantics: a
+ * send completes at once and sends nothing; a receive naming it completes
+ * at once with source WEFT_PROC_NULL, tag WEFT_ANY_TAG, 0 bytes. An
+ * unrecognised failure (in L or not) makes operations naming it fail with
+ * WEFT_ERR_PEER_FAILED (comm.h). */
 #define WEFT_PROC_NULL (-2)
 
 /* Which set weft_comm_get_failed returns. */
 typedef enum weft_failed_set {
     WEFT_FAILED_LOCAL = 0,  /* L: known failed by this process */
-    WEFT_FAILED_GLOBAL = 1  /* G: known to be known by every member */
+    WEFT_FAILED_GLOBAL = 1, /* G: known to be known by every member */
+    WEFT_FAILED_CLEARED = 2,  /* members of L whose failure was recognised */
+    WEFT_FAILED_UNCLEARED = 3 /* members of L not recognised yet */
 } weft_failed_set_t;
 
 typedef enum weft_failed_kind {
@@ -53,12 +57,30 @@ weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t *num_failed, 
 
 /* Local: the ranks (communicator ranks, ascending) of set `which`, all of
  * it or only the ranks this thread's last validate call added (per thread:
- * two threads each see a new failure once). capacity is the room in ranks;
+ * two threads each see a new failure once). CLEARED and UNCLEARED split the
+ * thread's L and take WEFT_FAILED_ALL only. capacity is the room in ranks;
  * *count is set to the size needed. WEFT_ERR_TRUNCATE, with nothing
  * written to ranks (and *count still the size needed), when capacity is
  * too small. ranks = NULL with capacity 0 is a size query (WEFT_OK). */
 weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind,
                                    uint32_t *ranks, size_t capacity, size_t *count);
+
+/* Local: recognises the failures of the listed ranks (each must be in L:
+ * WEFT_ERR_INVALID_ARG otherwise, WEFT_ERR_INVALID_RANK outside comm), so
+ * that point-to-point with them has PROC_NULL semantics. Nothing changes
+ * when any rank is bad. */
+weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t *ranks, size_t n);
+
+/* State of a rank as this process knows it (the seed's GROUP_VALIDATE). */
+typedef enum weft_rank_state {
+    WEFT_RANK_OK = 0,      /* not in L */
+    WEFT_RANK_FAILED = 1,  /* in L, not recognised */
+    WEFT_RANK_CLEARED = 2  /* in L, recognised: PROC_NULL */
+} weft_rank_state_t;
+
+/* Local: states[i] = the state of ranks[i]. */
+weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t *ranks, size_t n,
+                                    weft_rank_state_t *states);
 
 /* Collective, fault tolerant: *flag becomes the bitwise AND of the flags of
  * the members that contributed, the same on every survivor (ULFM's

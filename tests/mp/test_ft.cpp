@@ -165,10 +165,30 @@ TEST_F(Ft, FailedNewPerCallAndPerThread) {
     EXPECT_EQ(total, 1u);
     EXPECT_EQ(fresh, 0u);
     EXPECT_EQ(get_failed(w_, WEFT_FAILED_LOCAL, WEFT_FAILED_NEW), std::vector<uint32_t>{}) << "second call";
-    // r1 is recognised (in L): point-to-point with it is PROC_NULL.
+    // r1 is in L but not recognised: operations naming it fail. Cleared,
+    // point-to-point with it is PROC_NULL.
     {
         uint64_t x = 7;
         weft_msg_status_t s = blank_status();
+        EXPECT_EQ(weft_recv(w_, &x, 1, WEFT_UINT64, int32_t(r1), 3, &s), WEFT_ERR_PEER_FAILED) << "not cleared yet";
+        const uint32_t ask[2] = {r1, 0};
+        weft_rank_state_t states[2] = {WEFT_RANK_OK, WEFT_RANK_CLEARED};
+        EXPECT_EQ(weft_comm_rank_states(w_, ask, 2, states), WEFT_OK);
+        EXPECT_EQ(states[0], WEFT_RANK_FAILED);
+        EXPECT_EQ(states[1], WEFT_RANK_OK);
+        EXPECT_EQ(get_failed(w_, WEFT_FAILED_UNCLEARED, WEFT_FAILED_ALL), std::vector<uint32_t>{r1});
+        EXPECT_EQ(weft_comm_validate_clear(w_, ask, 2), WEFT_ERR_INVALID_ARG) << "rank 0 is not in L";
+        EXPECT_EQ(get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_ALL), std::vector<uint32_t>{}) << "all or nothing";
+        const uint32_t bad = size;
+        EXPECT_EQ(weft_comm_validate_clear(w_, &bad, 1), WEFT_ERR_INVALID_RANK);
+        ASSERT_EQ(weft_comm_validate_clear(w_, &r1, 1), WEFT_OK);
+        EXPECT_EQ(weft_comm_rank_states(w_, ask, 1, states), WEFT_OK);
+        EXPECT_EQ(states[0], WEFT_RANK_CLEARED);
+        EXPECT_EQ(get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_ALL), std::vector<uint32_t>{r1});
+        EXPECT_EQ(get_failed(w_, WEFT_FAILED_UNCLEARED, WEFT_FAILED_ALL), std::vector<uint32_t>{});
+        size_t count = 0;
+        EXPECT_EQ(weft_comm_get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_NEW, nullptr, 0, &count), WEFT_ERR_INVALID_ARG);
+        s = blank_status();
         EXPECT_EQ(weft_recv(w_, &x, 1, WEFT_UINT64, int32_t(r1), 3, &s), WEFT_OK);
         EXPECT_EQ(s.source, WEFT_PROC_NULL);
         EXPECT_EQ(s.tag, WEFT_ANY_TAG);
@@ -230,6 +250,11 @@ TEST_F(Ft, ValidateGlobalGivesIdenticalG) {
     const auto g = get_failed(w_, WEFT_FAILED_GLOBAL, WEFT_FAILED_ALL);
     EXPECT_EQ(g, std::vector<uint32_t>{victim}) << "G must name the dead rank: nobody can decide without it otherwise";
     EXPECT_EQ(get_failed(w_, WEFT_FAILED_LOCAL, WEFT_FAILED_ALL), g) << "L = G after validate_global";
+    EXPECT_EQ(get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_ALL), g) << "and G is recognised";
+    uint64_t x = 0;
+    weft_msg_status_t s;
+    EXPECT_EQ(weft_recv(w_, &x, 1, WEFT_UINT64, int32_t(victim), 3, &s), WEFT_OK);
+    EXPECT_EQ(s.source, WEFT_PROC_NULL);
     EXPECT_EQ(total, g.size());
     expect_same_everywhere(w_, widen(g), all_but({victim}), "G");
 }
@@ -574,7 +599,10 @@ TEST_F(Ft, BadInputGetsClearStatuses) {
     ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
     EXPECT_EQ(weft_comm_validate_local(stale, &n, &nn), WEFT_ERR_NOT_INITIALIZED) << "freed communicator";
     EXPECT_EQ(weft_comm_agree(stale, &flag), WEFT_ERR_NOT_INITIALIZED) << "freed communicator";
-    EXPECT_EQ(mp_raw_get_failed(w_, 2, WEFT_FAILED_ALL, nullptr, 0, &count), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(mp_raw_get_failed(w_, 4, WEFT_FAILED_ALL, nullptr, 0, &count), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_comm_validate_clear(nullptr, nullptr, 0), WEFT_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(weft_comm_validate_clear(w_, nullptr, 2), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_comm_rank_states(w_, nullptr, 1, nullptr), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(mp_raw_get_failed(w_, -1, WEFT_FAILED_ALL, nullptr, 0, &count), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(mp_raw_get_failed(w_, WEFT_FAILED_LOCAL, 7, nullptr, 0, &count), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_comm_get_failed(w_, WEFT_FAILED_LOCAL, WEFT_FAILED_ALL, nullptr, 0, nullptr), WEFT_ERR_INVALID_ARG);
