@@ -212,9 +212,24 @@ Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t co
     return WEFT_OK;
 }
 
+// Once validate_global put failures in G, collectives run over the
+// survivors (seed 003): the hidden communicator Comm::survivors. A root is
+// renumbered into it; a root in G is an error.
+Status survivor_root(const Comm& c, uint32_t& root, const char* fn) {
+    if (root >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
+    const int32_t j = c.survivors->rank_of_job(c.members[root]);
+    if (j < 0) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: root %u has failed (it is in G)", fn, root);
+    root = static_cast<uint32_t>(j);
+    return WEFT_OK;
+}
+
+#define OVER_SURVIVORS(c) \
+    if (__builtin_expect(c->survivors != nullptr, 0)) c = c->survivors
+
 Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int raw_type, int raw_op,
                         weft_request_t* req, const char* fn) {
     REQUIRE_LIVE_COMM(comm, c);
+    OVER_SURVIVORS(c);
     Status st = check_reduce(*c, sendbuf, recvbuf, count, raw_type, raw_op, true, fn);
     if (st != WEFT_OK) return st;
     const auto type = weft_datatype_t(raw_type);
@@ -239,6 +254,22 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Request* r = nullptr;
+        if (__builtin_expect(c->survivors != nullptr, 0)) {
+            // Over the survivors into scratch, then each block to its rank's
+            // place: the blocks of failed members stay as they were.
+            if (req)
+                return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: not yet over a communicator with failures in G", fn);
+            Comm& s = *c->survivors;
+            std::vector<uint8_t> tmp(s.size * bytes);
+            auto* out = static_cast<uint8_t*>(recvbuf);
+            const void* mine = sendbuf == WEFT_IN_PLACE ? out + c->rank * bytes : sendbuf;
+            Status st2 = eng.allgather_start(s, mine, bytes, tmp.data(), r);
+            if (st2 == WEFT_OK) st2 = coll_finish(eng, r, nullptr);
+            if (st2 != WEFT_OK) return st2;
+            for (uint32_t j = 0; j < s.size; ++j)
+                std::memcpy(out + size_t(c->rank_of_job(s.members[j])) * bytes, tmp.data() + j * bytes, bytes);
+            return WEFT_OK;
+        }
         Status s = eng.allgather_start(*c, sendbuf, bytes, recvbuf, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
     });
@@ -247,6 +278,11 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
 Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_t root, weft_request_t* req,
                     const char* fn) {
     REQUIRE_LIVE_COMM(comm, c);
+    if (__builtin_expect(c->survivors != nullptr, 0)) {
+        Status rs = survivor_root(*c, root, fn);
+        if (rs != WEFT_OK) return rs;
+        c = c->survivors;
+    }
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_root(*c, root, fn);
@@ -261,6 +297,7 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
 
 Status barrier_common(weft_comm_t comm, weft_request_t* req) {
     REQUIRE_LIVE_COMM(comm, c);
+    OVER_SURVIVORS(c);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         if (!req && eng.flags_usable(*c, 0)) return eng.barrier_flags(*c);
@@ -551,6 +588,7 @@ weft_status_t weft_comm_free(weft_comm_t* comm) {
         weft_comm* h = *comm;
         h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
         *comm = nullptr;
+        if (c->survivors) eng.free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
         return eng.free_comm(*c);
     });
 }
@@ -741,6 +779,11 @@ weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_dataty
 weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op, uint32_t root) {
     REQUIRE_LIVE_COMM(comm, c);
+    if (__builtin_expect(c->survivors != nullptr, 0)) {
+        Status rs = survivor_root(*c, root, __func__);
+        if (rs != WEFT_OK) return rs;
+        c = c->survivors;
+    }
     Status st = check_root(*c, root, __func__);
     if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, raw(type), raw(op), c->rank == root, __func__);
     if (st == WEFT_OK && sendbuf == WEFT_IN_PLACE && c->rank != root)

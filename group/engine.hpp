@@ -90,6 +90,7 @@ struct Comm {
     bool freeing = false;           // user freed it; the release barrier runs
     bool world = false;
     bool revoked = false;           // weft_comm_revoke (group/ft.cpp)
+    Comm* survivors = nullptr;      // G non-empty: collectives run over this (group/ft)
     const uint8_t* recognised = nullptr;  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
     weft_comm* handle = nullptr;
     MatchQueue p2p, coll, create;

@@ -423,6 +423,7 @@ void Ft::revoke(Comm& c) {
     if (c.revoked) return;
     c.revoked = true;
     state(c).revoked = true;
+    if (c.survivors) revoke(*c.survivors);
     eng_.revoke_pending(c);
     // Flood over the communicator's fingers (rank + 2^i): every member is
     // reached in O(log N) relays, around failed ones.

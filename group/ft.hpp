@@ -51,6 +51,7 @@ struct FtComm {
     std::vector<uint8_t> cleared;
     std::vector<uint32_t> l_order, g_order;
     uint64_t next_seq = 0;              // next agreement instance
+    size_t survivors_for = 0;           // |G| the survivors' communicator was built for
     bool revoked = false;
 };
 

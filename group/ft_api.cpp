@@ -86,6 +86,50 @@ void adopt_global(FtComm& f, const Comm& c, const std::vector<uint64_t>& v) {
     }
 }
 
+// Builds the communicator of `members` (ranks of t.c, identical on every
+// survivor) and agrees on whether every survivor did: either all get it
+// (out) or none does (a member died meanwhile; the status says why).
+Status build_agreed(Target& t, const std::vector<uint32_t>& members, Comm*& out) {
+    FtComm& f = t.ft->state(*t.c);
+    // The list's first member names the context ID. Tags below ANY_TAG
+    // never meet a user's, and each attempt has its own.
+    const int32_t tag = -2 - static_cast<int32_t>(f.next_seq & 0xffffff);
+    out = nullptr;
+    Status s = t.eng->create_from_ranks(*t.c, members.data(), static_cast<uint32_t>(members.size()), tag, out);
+    // A member dying while the communicator is built can fail the build at
+    // some members only: agree on the outcome.
+    std::vector<uint64_t> ok = value_of(f, t.c->size, s == WEFT_OK ? 1 : 0);
+    Status as = t.ft->agree(*t.c, ok);
+    if (as == WEFT_OK && ok[0] == 1) return WEFT_OK;
+    if (out) t.eng->free_comm(*out);
+    out = nullptr;
+    if (as != WEFT_OK) return as;
+    return s == WEFT_OK ? WEFT_ERR_PEER_FAILED : s;
+}
+
+// The seed's model: once G holds failures, collectives on the communicator
+// run over its survivors — a hidden communicator of the members not in G,
+// rebuilt when G grows (group/api.cpp redirects to Comm::survivors).
+Status rebuild_survivors(Target& t) {
+    Comm& c = *t.c;
+    FtComm& f = t.ft->state(c);
+    if (f.g_order.empty() || f.survivors_for == f.g_order.size()) return WEFT_OK;
+    if (c.survivors) {
+        t.eng->free_comm(*c.survivors);
+        c.survivors = nullptr;
+    }
+    std::vector<uint32_t> members;
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (!f.in_g[r]) members.push_back(r);
+    Comm* out = nullptr;
+    Status s = build_agreed(t, members, out);
+    if (s != WEFT_OK)
+        return WEFT_FAIL(s, "validate_global: the survivors' communicator could not be built (validate again)");
+    c.survivors = out;
+    f.survivors_for = f.g_order.size();
+    return WEFT_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -116,6 +160,8 @@ weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, 
         adopt_global(f, *t.c, v);
         // After validate_global L = G = the cleared set (seed 003).
         for (uint32_t r : f.g_order) t.ft->clear(*t.c, f, r);
+        s = rebuild_survivors(t);
+        if (s != WEFT_OK) return s;
         Cursor& cur = cursors[f.serial];
         cur.l_prev = cur.l_cur;
         cur.l_cur = f.l_order.size();
@@ -257,28 +303,14 @@ weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
                 if (r == t.c->rank || !has_bit(v, r)) survivors.push_back(r);
             if (has_bit(v, t.c->rank))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: the survivors agreed this process failed", __func__);
-            // The agreed list is identical everywhere; its first member
-            // names the context ID. Tags below ANY_TAG never meet a user's,
-            // and each attempt has its own.
-            const int32_t tag = -2 - static_cast<int32_t>(f.next_seq & 0xffffff);
-            Comm* out = nullptr;
-            s = t.eng->create_from_ranks(*t.c, survivors.data(), static_cast<uint32_t>(survivors.size()), tag, out);
-            // A member dying while the communicator is built can fail the
-            // build at some members only: agree on the outcome, so that
-            // either every survivor returns the new communicator or all try
+            // Either every survivor returns the new communicator or all try
             // again (the failure is then in the next agreement's set).
-            std::vector<uint64_t> ok = value_of(f, t.c->size, s == WEFT_OK ? 1 : 0);
-            Status as = t.ft->agree(*t.c, ok);
-            if (as != WEFT_OK) {
-                if (out) t.eng->free_comm(*out);
-                return as;
-            }
-            if (ok[0] == 1) {
+            Comm* out = nullptr;
+            s = build_agreed(t, survivors, out);
+            if (s == WEFT_OK) {
                 *newcomm = weft::group::new_comm_handle(*t.eng, out);
                 return WEFT_OK;
             }
-            if (out) t.eng->free_comm(*out);
-            if (s == WEFT_OK) s = WEFT_ERR_PEER_FAILED;
             if ((s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) || d.passed())
                 return WEFT_FAIL(s, "%s: building the shrunk communicator failed (attempt %u)", __func__, attempt);
             WEFT_LOG(info, "%s: a member failed while the communicator was built; agreeing again", __func__);

@@ -87,8 +87,21 @@ std::vector<uint64_t> widen(const std::vector<uint32_t>& v) { return std::vector
 
 class Ft : public testing::Test {
 protected:
+    // Survivors end together with an agreement: the launcher's barrier
+    // fails once a rank died, so without this a rank could finalize and
+    // exit while a peer is still inside the test's last collective (its
+    // exit then reads as a failure there). An agreement is safe for that:
+    // its coordinator returns only after every survivor accepted, and its
+    // COMMIT is delivered before its exit is noticed.
+    void TearDown() override {
+        if (fenced_) return;  // the others no longer hear it
+        int one = 1;
+        const weft_status_t st = weft_comm_agree(w_, &one);
+        EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED) << "closing agreement: " << weft_strerror(st);
+    }
     testing::ScopedTrace trace_{__FILE__, __LINE__, "rank " + std::to_string(rank) + " of " + std::to_string(size)};
     weft_comm_t w_ = world();
+    bool fenced_ = false;  // this rank was declared failed (stopped too long)
 };
 
 // ------------------------------------------------------------ SIGKILL
@@ -259,6 +272,47 @@ TEST_F(Ft, ValidateGlobalGivesIdenticalG) {
     expect_same_everywhere(w_, widen(g), all_but({victim}), "G");
 }
 
+// mp.ft.survivors.*: rank 1 dies at mp.ft.victim. Collectives on the
+// world fail until validate_global puts it in G; then they run over the
+// survivors (seed 003), roots keep their numbers, and allgather leaves the
+// dead rank's block untouched.
+TEST_F(Ft, CollectivesContinueOverSurvivorsOfG) {
+    ASSERT_GE(size, 3u);
+    const uint32_t victim = 1;
+    barrier();
+    if (rank == victim) die_at("mp.ft.victim");
+    ASSERT_NE(wait_failed(w_, 1), UINT32_MAX);
+    EXPECT_EQ(weft_barrier(w_), WEFT_ERR_PEER_FAILED) << "not yet in G";
+    ASSERT_EQ(weft_comm_validate_global(w_, nullptr, nullptr), WEFT_OK);
+    EXPECT_EQ(weft_barrier(w_), WEFT_OK);
+    int64_t mine = rank + 1, sum = 0, want = 0;
+    for (uint32_t r = 0; r < size; ++r)
+        if (r != victim) want += r + 1;
+    EXPECT_EQ(weft_allreduce(w_, &mine, &sum, 1, WEFT_INT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(sum, want);
+    const uint32_t last = size - 1;
+    int64_t b = rank == last ? 333 : 0;
+    EXPECT_EQ(weft_bcast(w_, &b, 1, WEFT_INT64, last), WEFT_OK);
+    EXPECT_EQ(b, 333);
+    EXPECT_EQ(weft_bcast(w_, &b, 1, WEFT_INT64, victim), WEFT_ERR_PEER_FAILED) << "a root in G";
+    int64_t red = -1;
+    EXPECT_EQ(weft_reduce(w_, &mine, &red, 1, WEFT_INT64, WEFT_OP_SUM, 2), WEFT_OK);
+    if (rank == 2) {
+        EXPECT_EQ(red, want);
+    }
+    std::vector<int64_t> all(size, -1);
+    const int64_t tenfold = int64_t(rank) * 10;
+    EXPECT_EQ(weft_allgather(w_, &tenfold, 1, WEFT_INT64, all.data()), WEFT_OK);
+    for (uint32_t r = 0; r < size; ++r) EXPECT_EQ(all[r], r == victim ? -1 : int64_t(r) * 10) << "block " << r;
+    weft_request_t req = nullptr;
+    ASSERT_EQ(weft_ibarrier(w_, &req), WEFT_OK);
+    EXPECT_EQ(weft_request_wait(&req, nullptr), WEFT_OK);
+    ASSERT_EQ(weft_iallreduce(w_, &mine, &sum, 1, WEFT_INT64, WEFT_OP_SUM, &req), WEFT_OK);
+    EXPECT_EQ(weft_request_wait(&req, nullptr), WEFT_OK);
+    EXPECT_EQ(sum, want);
+    EXPECT_EQ(weft_iallgather(w_, &tenfold, 1, WEFT_INT64, all.data(), &req), WEFT_ERR_UNSUPPORTED);
+}
+
 // mp.ft.coord_*: rank 0 coordinates the first agreement and is killed in
 // it (after one PROPOSE, or after one COMMIT). The survivors still decide
 // one value — flag and status alike.
@@ -405,6 +459,7 @@ TEST_F(Ft, LongStopIsDeclaredAndFenced) {
         EXPECT_EQ(weft_am_send(ctx, 0, 7, &x, sizeof x), WEFT_OK);
         barrier();  // A
         barrier();  // B
+        fenced_ = true;
         return;
     }
     ASSERT_NE(wait_failed(w_, 1), UINT32_MAX) << "the stopped rank was never declared";
