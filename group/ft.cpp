@@ -194,12 +194,12 @@ void Ft::handle(const Msg& m) {
         return;
     }
     Instance& in = instance(h.comm_id, h.seq);
-    const uint32_t me = in.comm ? in.comm->rank : 0;
+    const uint32_t me = in.me;
     switch (h.type) {
         case contrib: {
             if (in.decided) {
                 // It moved to us after we decided: the decision is final.
-                if (in.comm) send(m.from_peer, commit, h.comm_id, h.seq, me, me, true, &in.decision, nullptr);
+                if (in.entered) send(m.from_peer, commit, h.comm_id, h.seq, me, me, true, &in.decision, nullptr);
                 return;
             }
             if (in.contribs.size() <= h.from_rank) in.contribs.resize(h.from_rank + 1);
@@ -215,7 +215,7 @@ void Ft::handle(const Msg& m) {
         }
         case query:
             if (in.decided) {
-                if (in.comm) send(m.from_peer, contrib, h.comm_id, h.seq, 0, me, true, &in.decision, nullptr);
+                if (in.entered) send(m.from_peer, contrib, h.comm_id, h.seq, 0, me, true, &in.decision, nullptr);
             } else if (in.entered) {
                 send(m.from_peer, contrib, h.comm_id, h.seq, in.acc_ballot, me, false, &in.mine,
                      in.has_acc ? &in.acc : nullptr);
@@ -346,6 +346,7 @@ uint64_t Ft::enter(Comm& c, const std::vector<uint64_t>& value) {
     const uint64_t seq = f.next_seq++;
     Instance& in = instance(c.id, seq);
     in.comm = &c;
+    in.me = c.rank;
     in.entered = true;
     if (!in.decided) ++open_;
     in.mine = value;

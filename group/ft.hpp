@@ -94,7 +94,8 @@ private:
     };
     struct Instance {
         uint64_t comm_id = 0, seq = 0;
-        Comm* comm = nullptr;  // set once this rank entered
+        Comm* comm = nullptr;  // set once this rank entered (only open instances use it)
+        uint32_t me = 0;       // our rank in it: late messages need it after the comm is gone
         bool entered = false, decided = false;
         std::vector<uint64_t> mine, decision;
         // participant
