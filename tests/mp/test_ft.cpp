@@ -338,6 +338,25 @@ TEST_F(Ft, AgreeSurvivesCoordinatorDeath) {
     expect_same_everywhere(w_, {uint64_t(st2)}, all_but({0}), "second agree");
 }
 
+// mp.ft.participant.*: rank 2 dies as it enters the agreement (it never
+// contributes). The survivors decide without it, uniformly: flag, and
+// PEER_FAILED since it is not in G.
+TEST_F(Ft, AgreeSurvivesParticipantDeath) {
+    ASSERT_GE(size, 3u);
+    barrier();
+    int flag = int(0xff & ~(1u << rank));
+    const weft_status_t st = weft_comm_agree(w_, &flag);
+    ASSERT_NE(rank, 2u) << "rank 2 should have died entering the agreement";
+    EXPECT_EQ(st, WEFT_ERR_PEER_FAILED) << "the agreed failed set names rank 2, which is not in G";
+    for (uint32_t r = 0; r < size; ++r) {
+        if (r != 2) {
+            EXPECT_EQ(flag & (1 << r), 0) << "rank " << r << "'s zero bit was lost";
+        }
+    }
+    EXPECT_NE(flag & (1 << 2), 0) << "rank 2 never contributed";
+    expect_same_everywhere(w_, {uint64_t(uint32_t(flag)), uint64_t(st)}, all_but({2}), "agree outcome");
+}
+
 TEST_F(Ft, ValidateGlobalSurvivesCoordinatorDeath) {
     ASSERT_GE(size, 3u);
     barrier();
