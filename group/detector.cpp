@@ -88,6 +88,9 @@ void Detector::start() {
 }
 
 void Detector::stop() {
+    // No more wake-ups from declaring threads (the pidfd monitor may still
+    // run when init failed half-way).
+    rt_.set_declare_hook(nullptr, nullptr);
     {
         std::lock_guard<std::mutex> g(mu_);
         if (stop_) return;
@@ -97,7 +100,6 @@ void Detector::stop() {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
-    rt_.set_declare_hook(nullptr, nullptr);
 }
 
 void Detector::on_declared(void* arg, uint32_t) {
