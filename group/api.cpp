@@ -118,6 +118,14 @@ void empty_status(weft_msg_status_t* st) {
     if (st) *st = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, WEFT_OK, 0};
 }
 
+// A member failed (not departed) and its failure is not recognised
+// (cleared: weft/ft.h) on c.
+bool unrecognised_failure(Engine& e, const Comm& c) {
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (e.rt().peer_fenced(c.members[r]) && !(c.recognised && c.recognised[r])) return true;
+    return false;
+}
+
 // What an operation with a recognised-failed peer completes with: MPI's
 // PROC_NULL status (source PROC_NULL, tag ANY, nothing delivered).
 weft_msg_status_t proc_null_status() { return weft_msg_status_t{WEFT_PROC_NULL, WEFT_ANY_TAG, 0, WEFT_OK, 0}; }
@@ -176,6 +184,17 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
     return guarded([&]() -> Status {
         Request* r = nullptr;
         Status s = WEFT_OK;
+        // weft/ft.h: an any-source receive while a member's failure is not
+        // recognised returns PENDING, unless a message already matches (the
+        // failed member might have been the sender it waits for).
+        if (__builtin_expect(source == WEFT_ANY_SOURCE && eng.rt().fenced_count() != 0, 0) &&
+            unrecognised_failure(eng, *c)) {
+            weft_msg_status_t probe{};
+            eng.poll();
+            if (!eng.iprobe(*c, WEFT_ANY_SOURCE, tag, probe))
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                                 "%s: any-source receive on a communicator with an unrecognised failure", fn);
+        }
         if (__builtin_expect(c->recognised != nullptr, 0) && source >= 0 && c->recognised[source])
             r = eng.completed_request(*c, weft::group::ReqKind::recv, proc_null_status());
         else

@@ -230,6 +230,7 @@ uint32_t Runtime::dispatch_failures() {
         // Fence it: whatever it sends from now on is dropped, even if it
         // was only stopped and resumes (its peers already act on its death).
         fenced_[p] = 1;
+        ++fenced_count_;
         backend_->peer_failed(p);
         if (failure_listener_) failure_listener_(failure_listener_arg_, p, false);
         if (failure_handler_) failure_handler_(failure_arg_, p);

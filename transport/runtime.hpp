@@ -98,6 +98,7 @@ public:
     // Fencing: true once a failure of p (not a departure) was dispatched;
     // from then on p's active messages are dropped (deliver_am).
     bool peer_fenced(uint32_t p) const { return p < fenced_.size() && fenced_[p]; }
+    uint32_t fenced_count() const { return fenced_count_; }
     uint64_t fenced_drops() const { return fenced_drops_; }
 
     // Thread level. With MULTIPLE every C entry point takes api_mutex();
@@ -166,6 +167,7 @@ private:
     void* teardown_hook_arg_ = nullptr;
     std::vector<uint8_t> fenced_;  // application thread only
     uint64_t fenced_drops_ = 0;
+    uint32_t fenced_count_ = 0;
     bool multi_threaded_ = false;
     std::mutex api_mutex_;
     // Internal active messages use ids past the user's range.

@@ -32,6 +32,13 @@ extern "C" {
  * WEFT_ERR_PEER_FAILED (comm.h). */
 #define WEFT_PROC_NULL (-2)
 
+/* Any-source receives (weft_recv, weft_irecv with WEFT_ANY_SOURCE) posted
+ * while a member's failure is not recognised return
+ * WEFT_ERR_PEER_FAILED_PENDING at once — nothing is posted — unless a
+ * queued message already matches. Recognise the failure (validate_clear or
+ * validate_global) and post again. A receive already posted when the
+ * failure happens keeps waiting for a message (or its deadline). */
+
 /* Which set weft_comm_get_failed returns. */
 typedef enum weft_failed_set {
     WEFT_FAILED_LOCAL = 0,  /* L: known failed by this process */

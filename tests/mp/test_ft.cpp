@@ -185,6 +185,13 @@ TEST_F(Ft, FailedNewPerCallAndPerThread) {
         uint64_t x = 7;
         weft_msg_status_t s = blank_status();
         EXPECT_EQ(weft_recv(w_, &x, 1, WEFT_UINT64, int32_t(r1), 3, &s), WEFT_ERR_PEER_FAILED) << "not cleared yet";
+        // Any-source: a message already here still matches; otherwise the
+        // unrecognised failure is reported (PENDING), nothing is posted.
+        uint64_t y = 42, z = 0;
+        ASSERT_EQ(weft_send(w_, &y, 1, WEFT_UINT64, rank, 8), WEFT_OK);
+        EXPECT_EQ(weft_recv(w_, &z, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 8, &s), WEFT_OK) << "a queued message matches";
+        EXPECT_EQ(z, 42u);
+        EXPECT_EQ(weft_recv(w_, &z, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 8, &s), WEFT_ERR_PEER_FAILED_PENDING);
         const uint32_t ask[2] = {r1, 0};
         weft_rank_state_t states[2] = {WEFT_RANK_OK, WEFT_RANK_CLEARED};
         EXPECT_EQ(weft_comm_rank_states(w_, ask, 2, states), WEFT_OK);
@@ -200,6 +207,11 @@ TEST_F(Ft, FailedNewPerCallAndPerThread) {
         EXPECT_EQ(states[0], WEFT_RANK_CLEARED);
         EXPECT_EQ(get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_ALL), std::vector<uint32_t>{r1});
         EXPECT_EQ(get_failed(w_, WEFT_FAILED_UNCLEARED, WEFT_FAILED_ALL), std::vector<uint32_t>{});
+        weft_request_t pending = nullptr;
+        EXPECT_EQ(weft_irecv(w_, &z, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 8, &pending), WEFT_OK) << "r1 is recognised now";
+        EXPECT_EQ(weft_request_cancel(pending), WEFT_OK);
+        EXPECT_EQ(weft_request_wait(&pending, &s), WEFT_OK);
+        EXPECT_EQ(s.cancelled, 1);
         size_t count = 0;
         EXPECT_EQ(weft_comm_get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_NEW, nullptr, 0, &count), WEFT_ERR_INVALID_ARG);
         s = blank_status();
@@ -488,6 +500,11 @@ TEST_F(Ft, LongStopIsDeclaredAndFenced) {
     uint64_t got = 0;
     weft_request_t req = nullptr;
     if (rank == 0) {
+        // Unrecognised failure: an any-source receive is refused (PENDING)
+        // until the failure is recognised.
+        EXPECT_EQ(weft_irecv(w_, &got, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 9, &req), WEFT_ERR_PEER_FAILED_PENDING);
+        EXPECT_EQ(req, nullptr);
+        ASSERT_EQ(weft_comm_validate_clear(w_, &victim, 1), WEFT_OK);
         ASSERT_EQ(weft_irecv(w_, &got, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 9, &req), WEFT_OK);
     }
     barrier();  // A: the victim has sent
