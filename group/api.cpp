@@ -3,7 +3,9 @@
 // Every entry validates handles and arguments (a clear status and a log
 // line, never a crash), takes the context's lock when it is MULTIPLE, and
 // turns any C++ exception into a status.
+#include "group/detector.hpp"
 #include "group/engine.hpp"
+#include "group/ft.hpp"
 #include "group/layer.hpp"
 #include "group/reduce.hpp"
 #include "group/schedule.hpp"
@@ -43,6 +45,14 @@ inline Comm* comm_of(weft_comm_t c) {
     if (__builtin_expect(!c, 0))                                                                    \
         return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__); \
     Engine& eng = *(handle)->engine
+
+// Point-to-point, collectives and communicator creation: not on a revoked
+// communicator (weft/ft.h). One predictable branch.
+#define REQUIRE_LIVE_COMM(handle, c)                                                                        \
+    REQUIRE_COMM(handle, c);                                                                                \
+    if (__builtin_expect(c->revoked, 0))                                                                    \
+    return WEFT_FAIL(WEFT_ERR_REVOKED, "%s: communicator %llx was revoked", __func__,                       \
+                     static_cast<unsigned long long>(c->id))
 
 #define REQUIRE_PTR(p) \
     if (__builtin_expect(!(p), 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p)
@@ -108,6 +118,18 @@ void empty_status(weft_msg_status_t* st) {
     if (st) *st = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, WEFT_OK, 0};
 }
 
+// A member failed (not departed) and its failure is not recognised
+// (cleared: weft/ft.h) on c.
+bool unrecognised_failure(Engine& e, const Comm& c) {
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (e.rt().peer_fenced(c.members[r]) && !(c.recognised && c.recognised[r])) return true;
+    return false;
+}
+
+// What an operation with a recognised-failed peer completes with: MPI's
+// PROC_NULL status (source PROC_NULL, tag ANY, nothing delivered).
+weft_msg_status_t proc_null_status() { return weft_msg_status_t{WEFT_PROC_NULL, WEFT_ANY_TAG, 0, WEFT_OK, 0}; }
+
 // Waits for r, then releases it. On timeout the operation is abandoned.
 Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
     Status st = e.wait(*r, e.rt().op_deadline());
@@ -128,7 +150,7 @@ Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
 
 Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, uint32_t dest, int32_t tag,
                    bool sync, weft_request_t* req, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_dest(*c, dest, tag, fn);
@@ -136,7 +158,12 @@ Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, ui
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Request* r = nullptr;
-        Status s = eng.isend(*c, 0, buf, bytes, dest, tag, sync, r);
+        Status s = WEFT_OK;
+        // A recognised failure (weft/ft.h) is PROC_NULL: nothing is sent.
+        if (__builtin_expect(c->recognised != nullptr, 0) && c->recognised[dest])
+            r = eng.completed_request(*c, weft::group::ReqKind::send, proc_null_status());
+        else
+            s = eng.isend(*c, 0, buf, bytes, dest, tag, sync, r);
         if (s != WEFT_OK) return s;
         if (req) {
             *req = handle_of(r);
@@ -148,7 +175,7 @@ Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, ui
 
 Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t source, int32_t tag,
                    weft_request_t* req, weft_msg_status_t* status, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_source(*c, source, tag, fn);
@@ -156,7 +183,22 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Request* r = nullptr;
-        Status s = eng.irecv(*c, 0, buf, bytes, source, tag, r);
+        Status s = WEFT_OK;
+        // weft/ft.h: an any-source receive while a member's failure is not
+        // recognised returns PENDING, unless a message already matches (the
+        // failed member might have been the sender it waits for).
+        if (__builtin_expect(source == WEFT_ANY_SOURCE && eng.rt().fenced_count() != 0, 0) &&
+            unrecognised_failure(eng, *c)) {
+            weft_msg_status_t probe{};
+            eng.poll();
+            if (!eng.iprobe(*c, WEFT_ANY_SOURCE, tag, probe))
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                                 "%s: any-source receive on a communicator with an unrecognised failure", fn);
+        }
+        if (__builtin_expect(c->recognised != nullptr, 0) && source >= 0 && c->recognised[source])
+            r = eng.completed_request(*c, weft::group::ReqKind::recv, proc_null_status());
+        else
+            s = eng.irecv(*c, 0, buf, bytes, source, tag, r);
         if (s != WEFT_OK) return s;
         if (req) {
             *req = handle_of(r);
@@ -208,9 +250,24 @@ Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t co
     return WEFT_OK;
 }
 
+// Once validate_global put failures in G, collectives run over the
+// survivors (seed 003): the hidden communicator Comm::survivors. A root is
+// renumbered into it; a root in G is an error.
+Status survivor_root(const Comm& c, uint32_t& root, const char* fn) {
+    if (root >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
+    const int32_t j = c.survivors->rank_of_job(c.members[root]);
+    if (j < 0) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: root %u has failed (it is in G)", fn, root);
+    root = static_cast<uint32_t>(j);
+    return WEFT_OK;
+}
+
+#define OVER_SURVIVORS(c) \
+    if (__builtin_expect(c->survivors != nullptr, 0)) c = c->survivors
+
 Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int raw_type, int raw_op,
                         weft_request_t* req, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
+    OVER_SURVIVORS(c);
     Status st = check_reduce(*c, sendbuf, recvbuf, count, raw_type, raw_op, true, fn);
     if (st != WEFT_OK) return st;
     const auto type = weft_datatype_t(raw_type);
@@ -227,7 +284,7 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
 
 Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int type, void* recvbuf,
                         weft_request_t* req, const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     size_t bytes = 0;
     Status st = buffer_bytes(recvbuf, count, type, bytes, fn);
     if (st != WEFT_OK) return st;
@@ -235,6 +292,22 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Request* r = nullptr;
+        if (__builtin_expect(c->survivors != nullptr, 0)) {
+            // Over the survivors into scratch, then each block to its rank's
+            // place: the blocks of failed members stay as they were.
+            if (req)
+                return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: not yet over a communicator with failures in G", fn);
+            Comm& s = *c->survivors;
+            std::vector<uint8_t> tmp(s.size * bytes);
+            auto* out = static_cast<uint8_t*>(recvbuf);
+            const void* mine = sendbuf == WEFT_IN_PLACE ? out + c->rank * bytes : sendbuf;
+            Status st2 = eng.allgather_start(s, mine, bytes, tmp.data(), r);
+            if (st2 == WEFT_OK) st2 = coll_finish(eng, r, nullptr);
+            if (st2 != WEFT_OK) return st2;
+            for (uint32_t j = 0; j < s.size; ++j)
+                std::memcpy(out + size_t(c->rank_of_job(s.members[j])) * bytes, tmp.data() + j * bytes, bytes);
+            return WEFT_OK;
+        }
         Status s = eng.allgather_start(*c, sendbuf, bytes, recvbuf, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
     });
@@ -242,7 +315,12 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
 
 Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_t root, weft_request_t* req,
                     const char* fn) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
+    if (__builtin_expect(c->survivors != nullptr, 0)) {
+        Status rs = survivor_root(*c, root, fn);
+        if (rs != WEFT_OK) return rs;
+        c = c->survivors;
+    }
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_root(*c, root, fn);
@@ -256,7 +334,8 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
 }
 
 Status barrier_common(weft_comm_t comm, weft_request_t* req) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
+    OVER_SURVIVORS(c);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         if (!req && eng.flags_usable(*c, 0)) return eng.barrier_flags(*c);
@@ -325,9 +404,15 @@ namespace weft::group {
 namespace {
 struct Layer {
     std::unique_ptr<Engine> engine;
+    std::unique_ptr<Detector> detector;
+    std::unique_ptr<Ft> ft;  // declared after engine and detector: destroyed first
     std::thread progress_thread;
     std::atomic<bool> stop{false};
 };
+
+// Runtime::finalize, after its barrier, before the state window goes: the
+// detector stops beating (peers see `finalized` and do not suspect us).
+void stop_detector(void* arg) { static_cast<Layer*>(arg)->detector->stop(); }
 
 void progress_loop(Layer* l) {
     Runtime& rt = l->engine->rt();
@@ -352,6 +437,15 @@ Status attach(weft_context* ctx, bool multi_threaded) {
     layer->engine = std::make_unique<Engine>(*ctx->rt);
     Status st = layer->engine->init();
     if (st != WEFT_OK) return st;
+    // The detector beats from here on (before the init barrier), so no
+    // peer can observe us before our first beat.
+    layer->detector = std::make_unique<Detector>(*ctx->rt);
+    st = layer->detector->attach();
+    if (st != WEFT_OK) return st;
+    layer->ft = std::make_unique<Ft>(*layer->engine, *layer->detector);
+    st = layer->ft->init();
+    if (st != WEFT_OK) return st;
+    ctx->rt->set_teardown_hook(stop_detector, layer.get());
     const bool thread = env_u64("WEFT_PROGRESS_THREAD", 0) != 0;
     ctx->rt->set_multi_threaded(multi_threaded || thread);
     ctx->engine = layer->engine.get();
@@ -361,6 +455,7 @@ Status attach(weft_context* ctx, bool multi_threaded) {
 
 void start(weft_context* ctx) {
     auto* layer = static_cast<Layer*>(ctx->group);
+    layer->detector->start();
     if (env_u64("WEFT_PROGRESS_THREAD", 0) != 0) layer->progress_thread = std::thread(progress_loop, layer);
 }
 
@@ -374,7 +469,13 @@ void detach(weft_context* ctx) {
     layer->engine->shutdown();
 }
 
+weft_comm* new_comm_handle(Engine& e, Comm* c) { return new_handle(e, c); }
+
 void destroy(weft_context* ctx) {
+    if (auto* layer = static_cast<Layer*>(ctx->group)) {
+        if (layer->detector) layer->detector->stop();
+        ctx->rt->set_teardown_hook(nullptr, nullptr);
+    }
     delete static_cast<Layer*>(ctx->group);
     ctx->group = nullptr;
     ctx->engine = nullptr;
@@ -462,7 +563,7 @@ weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
 }
 
 weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
@@ -475,7 +576,7 @@ weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
 }
 
 weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     if (color < 0 && color != WEFT_UNDEFINED)
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_split: colour %d is negative (and not WEFT_UNDEFINED)", color);
@@ -491,7 +592,7 @@ weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft
 
 weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
                                           weft_comm_t* out) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     REQUIRE_PTR(ranks);
     if (n == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: no ranks");
@@ -525,6 +626,7 @@ weft_status_t weft_comm_free(weft_comm_t* comm) {
         weft_comm* h = *comm;
         h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
         *comm = nullptr;
+        if (c->survivors) eng.free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
         return eng.free_comm(*c);
     });
 }
@@ -557,7 +659,7 @@ weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatyp
 }
 
 weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(flag);
     Status st = check_source(*c, source, tag, __func__);
     if (st != WEFT_OK) return st;
@@ -572,7 +674,7 @@ weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* fl
 }
 
 weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
     Status st = check_source(*c, source, tag, __func__);
     if (st != WEFT_OK) return st;
     ApiLock lock(eng);
@@ -714,7 +816,12 @@ weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_dataty
 }
 weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op, uint32_t root) {
-    REQUIRE_COMM(comm, c);
+    REQUIRE_LIVE_COMM(comm, c);
+    if (__builtin_expect(c->survivors != nullptr, 0)) {
+        Status rs = survivor_root(*c, root, __func__);
+        if (rs != WEFT_OK) return rs;
+        c = c->survivors;
+    }
     Status st = check_root(*c, root, __func__);
     if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, raw(type), raw(op), c->rank == root, __func__);
     if (st == WEFT_OK && sendbuf == WEFT_IN_PLACE && c->rank != root)

@@ -94,6 +94,9 @@ struct Comm {
     bool freeing = false;           // user freed it; the release barrier runs
     bool slots_known = true;        // every member's clock slot is known (create_from_ranks: after its first collective)
     bool world = false;
+    bool revoked = false;           // weft_comm_revoke (group/ft.cpp)
+    Comm* survivors = nullptr;      // G non-empty: collectives run over this (group/ft)
+    const uint8_t* recognised = nullptr;  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
     weft_comm* handle = nullptr;
     MatchQueue p2p, coll, create;
 
@@ -164,6 +167,13 @@ public:
     // `tag` (WEFT_ANY_TAG: all) in q: their receives will never be posted.
     void refuse_rendezvous(MatchQueue& q, int32_t tag);
     bool has_failed_member(const Comm& c) const;
+    // Revoke (group/ft.cpp): fails c's posted receives, sends awaiting a
+    // reply and active collectives with WEFT_ERR_REVOKED.
+    void revoke_pending(Comm& c);
+    const std::vector<std::unique_ptr<Comm>>& comms() const { return comms_; }
+    // A request that is already complete with st (PROC_NULL operations).
+    Request* completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st);
+    void complete_request(Request& r, Status st);  // group/ft.cpp's non-blocking agreement
 
     // ------------------------------------------------- collectives
     Status barrier_start(Comm& c, Request*& out);

@@ -300,7 +300,24 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
     if (rank != WEFT_RANK_ALL && rank >= win->nranks)
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_flush: rank %u outside window of %u ranks", rank,
                          win->nranks);
-    return guarded([&]() -> Status { return win->rt->backend().flush(*win, rank); });
+    return guarded([&]() -> Status {
+        weft::Runtime& rt = *win->rt;
+        // A failed target: its operations cannot be known complete.
+        if (rank != WEFT_RANK_ALL && rt.peer_failed(rank))
+            return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_flush: rank %u has failed", rank);
+        Status st = rt.backend().flush(*win, rank);
+        if (rank != WEFT_RANK_ALL) return st;
+        // Every live target completed; a target that failed since the last
+        // flush of all is reported now, once (seed 003's RMA errors at the
+        // next synchronisation; operations to live targets still complete).
+        if (win->failure_reported.size() != win->nranks) win->failure_reported.assign(win->nranks, 0);
+        for (uint32_t r = 0; r < win->nranks; ++r) {
+            if (!rt.peer_failed(r) || win->failure_reported[r]) continue;
+            win->failure_reported[r] = 1;
+            st = WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_flush: rank %u failed (its operations since the last flush are lost)", r);
+        }
+        return st;
+    });
 }
 
 weft_status_t weft_am_register(weft_context_t ctx, uint32_t id, weft_am_handler_t handler, void* arg) {

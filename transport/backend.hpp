@@ -130,4 +130,7 @@ struct weft_window {
     bool state = false;           // the pinned state window
     void* backend_data = nullptr; // owned by the backend
     std::vector<weft::RemoteRegion> remote_storage;
+    // Failed targets a flush(WEFT_RANK_ALL) already reported (seed 003: a
+    // failure surfaces at the next synchronisation, once).
+    std::vector<uint8_t> failure_reported;
 };

@@ -207,6 +207,8 @@ extern "C" const char* weft_strerror(weft_status_t status) {
         case WEFT_ERR_BUSY: return "resource busy";
         case WEFT_ERR_NOT_FOUND: return "not found";
         case WEFT_ERR_TRUNCATE: return "message truncated: longer than the receive buffer";
+        case WEFT_ERR_REVOKED: return "communicator revoked";
+        case WEFT_ERR_PEER_FAILED_PENDING: return "a member failed and its failure is not recognised yet (any-source receive)";
     }
     return "unknown status code";
 }

@@ -122,6 +122,7 @@ Status Runtime::exchange_identities() {
     for (uint32_t i = 0; i < n; ++i) failed_[i].store(0, std::memory_order_relaxed);
     failure_reported_.assign(n, 0);
     departed_.assign(n, 0);
+    fenced_.assign(n, 0);
     return WEFT_OK;
 }
 
@@ -177,6 +178,7 @@ Status Runtime::finalize() {
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
         .store(1, std::memory_order_release);
     monitor_.stop();
+    if (teardown_hook_) teardown_hook_(teardown_hook_arg_);
     for (auto& w : windows_) {
         if (w->magic == weft_window::live_magic) {
             backend_->window_destroy(*w);
@@ -196,6 +198,8 @@ void Runtime::declare_failed(uint32_t p, const char* why) {
     WEFT_LOG(info, "peer %u (job %u rank %u pid %d) failed: %s", p, peers_[p].job, peers_[p].rank,
              peers_[p].pid, why);
     failures_declared_.fetch_add(1, std::memory_order_release);
+    if (DeclareHook h = declare_hook_.load(std::memory_order_acquire))
+        h(declare_hook_arg_.load(std::memory_order_relaxed), p);
     if (backend_) backend_->wake();
 }
 
@@ -223,6 +227,10 @@ uint32_t Runtime::dispatch_failures() {
             continue;
         }
         ++n;
+        // Fence it: whatever it sends from now on is dropped, even if it
+        // was only stopped and resumes (its peers already act on its death).
+        fenced_[p] = 1;
+        ++fenced_count_;
         backend_->peer_failed(p);
         if (failure_listener_) failure_listener_(failure_listener_arg_, p, false);
         if (failure_handler_) failure_handler_(failure_arg_, p);
@@ -250,6 +258,13 @@ void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload,
         if (source_peer < departed_.size()) departed_[source_peer] = 1;
         return;
     }
+    if (__builtin_expect(fenced_[source_peer] != 0, 0)) {
+        // A declared-failed process that still runs (a SIGSTOPped one
+        // resumed, or a false suspicion): it is dead to this job.
+        if (fenced_drops_++ == 0)
+            WEFT_LOG(info, "dropping active messages from peer %u: it was declared failed (fenced)", source_peer);
+        return;
+    }
     if (id >= am_internal_first + am_internal_count || !handlers_[id].fn) {
         // Never lose a message silently: say who sent what.
         WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no handler", id, len,
@@ -268,6 +283,11 @@ uint32_t Runtime::progress() {
         in_progress_hook_ = true;
         n += progress_hook_(progress_hook_arg_);
         in_progress_hook_ = false;
+    }
+    if (ft_hook_ && !in_ft_hook_) {
+        in_ft_hook_ = true;
+        n += ft_hook_(ft_hook_arg_);
+        in_ft_hook_ = false;
     }
     return n;
 }

@@ -82,6 +82,25 @@ public:
     using FailureListener = void (*)(void* arg, uint32_t peer, bool departed);
     void set_progress_hook(ProgressHook h, void* arg) { progress_hook_ = h, progress_hook_arg_ = arg; }
     void set_failure_listener(FailureListener l, void* arg) { failure_listener_ = l, failure_listener_arg_ = arg; }
+    // The fault-tolerance layer (group/detector, group/ft): a second
+    // progress hook (same rules as the first, runs after it); a hook run by
+    // declare_failed on whichever thread declares (it must be thread-safe:
+    // the detector uses it to propagate at once); and a hook run by
+    // finalize after its barrier and before the windows go (the detector's
+    // thread stops beating into the state window there).
+    using DeclareHook = void (*)(void* arg, uint32_t peer);
+    using TeardownHook = void (*)(void* arg);
+    void set_ft_progress_hook(ProgressHook h, void* arg) { ft_hook_ = h, ft_hook_arg_ = arg; }
+    void set_declare_hook(DeclareHook h, void* arg) {
+        declare_hook_arg_.store(arg, std::memory_order_relaxed);
+        declare_hook_.store(h, std::memory_order_release);
+    }
+    void set_teardown_hook(TeardownHook h, void* arg) { teardown_hook_ = h, teardown_hook_arg_ = arg; }
+    // Fencing: true once a failure of p (not a departure) was dispatched;
+    // from then on p's active messages are dropped (deliver_am).
+    bool peer_fenced(uint32_t p) const { return p < fenced_.size() && fenced_[p]; }
+    uint32_t fenced_count() const { return fenced_count_; }
+    uint64_t fenced_drops() const { return fenced_drops_; }
 
     // Thread level. With MULTIPLE every C entry point takes api_mutex();
     // blocking calls release it while they wait (see group/).
@@ -140,6 +159,16 @@ private:
     bool in_progress_hook_ = false;
     FailureListener failure_listener_ = nullptr;
     void* failure_listener_arg_ = nullptr;
+    ProgressHook ft_hook_ = nullptr;
+    void* ft_hook_arg_ = nullptr;
+    bool in_ft_hook_ = false;
+    std::atomic<DeclareHook> declare_hook_{nullptr};
+    std::atomic<void*> declare_hook_arg_{nullptr};
+    TeardownHook teardown_hook_ = nullptr;
+    void* teardown_hook_arg_ = nullptr;
+    std::vector<uint8_t> fenced_;  // application thread only
+    uint64_t fenced_drops_ = 0;
+    uint32_t fenced_count_ = 0;
     bool multi_threaded_ = false;
     std::mutex api_mutex_;
     // Internal active messages use ids past the user's range.

@@ -188,4 +188,9 @@ weft_status_t weft_iallgather(weft_comm_t comm, const void *sendbuf, size_t coun
 #ifdef __cplusplus
 }
 #endif
+
+/* Fault tolerance on communicators: validate, get_failed, agree, revoke,
+ * shrink. */
+#include <weft/ft.h>
+
 #endif /* WEFT_COMM_H */

@@ -51,7 +51,9 @@ typedef enum weft_status {
     WEFT_ERR_BUSY = 15,           /* resource in use (e.g. handler id taken) */
     WEFT_ERR_NOT_FOUND = 16,
     WEFT_ERR_TRUNCATE = 17,       /* a message longer than the receive buffer */
-    WEFT_ERR_LAST_ = WEFT_ERR_TRUNCATE
+    WEFT_ERR_REVOKED = 18,        /* the communicator was revoked (weft/ft.h) */
+    WEFT_ERR_PEER_FAILED_PENDING = 19, /* ANY_SOURCE receive with an unrecognised failure (weft/ft.h) */
+    WEFT_ERR_LAST_ = WEFT_ERR_PEER_FAILED_PENDING
 } weft_status_t;
 
 /* A static, never-NULL text for any status value (unknown values included). */

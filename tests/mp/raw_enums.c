@@ -30,3 +30,7 @@ weft_status_t mp_raw_bcast(weft_comm_t c, void *buf, size_t count, int type, uin
 weft_status_t mp_raw_allgather(weft_comm_t c, const void *sendbuf, size_t count, int type, void *recvbuf) {
     return weft_allgather(c, sendbuf, count, (weft_datatype_t)type, recvbuf);
 }
+
+weft_status_t mp_raw_get_failed(weft_comm_t c, int which, int kind, uint32_t *ranks, size_t capacity, size_t *count) {
+    return weft_comm_get_failed(c, (weft_failed_set_t)which, (weft_failed_kind_t)kind, ranks, capacity, count);
+}

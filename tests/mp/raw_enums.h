@@ -16,6 +16,7 @@ weft_status_t mp_raw_status_count(const weft_msg_status_t *s, int type, size_t *
 weft_status_t mp_raw_allreduce(weft_comm_t c, const void *sendbuf, void *recvbuf, size_t count, int type, int op);
 weft_status_t mp_raw_bcast(weft_comm_t c, void *buf, size_t count, int type, uint32_t root);
 weft_status_t mp_raw_allgather(weft_comm_t c, const void *sendbuf, size_t count, int type, void *recvbuf);
+weft_status_t mp_raw_get_failed(weft_comm_t c, int which, int kind, uint32_t *ranks, size_t capacity, size_t *count);
 
 #ifdef __cplusplus
 }

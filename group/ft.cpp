@@ -1,0 +1,478 @@
+// ft.cpp — failed sets, the fault-tolerant agreement, revoke (ft.hpp).
+#include "group/ft.hpp"
+
+#include "group/schedule.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+namespace weft::group {
+
+namespace {
+
+// Weft-internal active message: after the engine's two (engine.cpp).
+constexpr uint32_t am_ft = Runtime::am_internal_first + 2;
+
+struct WireHdr {
+    uint32_t type;
+    uint32_t ballot;     // propose/ack: the coordinator's communicator rank
+    uint64_t comm_id;
+    uint64_t seq;
+    uint32_t from_rank;  // sender's rank in the communicator
+    uint32_t flags;      // bit 0: committed (contrib); bit 1: has an accepted value
+    uint32_t nvalue;     // words of value following
+    uint32_t nacc;       // words of accepted value following those
+};
+static_assert(sizeof(WireHdr) == 40);
+
+// Decided instances kept per communicator to answer late messages. A
+// member can be at most one instance behind any other live member (an
+// instance needs every live member's contribution), so a few suffice.
+constexpr uint64_t keep_decided = 8;
+
+std::mutex& registry_mutex() {
+    static std::mutex m;
+    return m;
+}
+std::unordered_map<Engine*, Ft*>& registry() {
+    static auto* m = new std::unordered_map<Engine*, Ft*>;
+    return *m;
+}
+std::atomic<uint64_t> next_serial{1};
+
+}  // namespace
+
+Ft::Ft(Engine& e, Detector& d) : eng_(e), rt_(e.rt()), det_(d) {}
+
+Ft::~Ft() {
+    rt_.set_ft_progress_hook(nullptr, nullptr);
+    std::lock_guard<std::mutex> g(registry_mutex());
+    registry().erase(&eng_);
+}
+
+Status Ft::init() {
+    Status st = rt_.am_register_internal(am_ft, on_msg, this);
+    if (st != WEFT_OK) return st;
+    rt_.set_ft_progress_hook(on_progress, this);
+    std::lock_guard<std::mutex> g(registry_mutex());
+    registry()[&eng_] = this;
+    return WEFT_OK;
+}
+
+Ft* Ft::of(Engine& e) {
+    std::lock_guard<std::mutex> g(registry_mutex());
+    auto it = registry().find(&e);
+    return it == registry().end() ? nullptr : it->second;
+}
+
+FtComm& Ft::state(Comm& c) {
+    auto& p = comms_[c.id];
+    if (!p) p = std::make_unique<FtComm>();
+    if (p->size != c.size) {
+        p->serial = next_serial.fetch_add(1, std::memory_order_relaxed);
+        p->size = c.size;
+        p->in_l.assign(c.size, 0);
+        p->in_g.assign(c.size, 0);
+        p->cleared.assign(c.size, 0);
+    }
+    return *p;
+}
+
+void Ft::clear(Comm& c, FtComm& f, uint32_t r) {
+    f.cleared[r] = 1;
+    // `cleared` never moves (sized once per communicator): the engine's
+    // entry points read it without a lookup.
+    c.recognised = f.cleared.data();
+}
+
+bool Ft::member_failed(const Comm& c, uint32_t r) const { return rt_.peer_failed(c.members[r]); }
+
+int32_t Ft::coordinator(const Comm& c) const {
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (r == c.rank || !member_failed(c, r)) return static_cast<int32_t>(r);
+    return static_cast<int32_t>(c.rank);
+}
+
+void Ft::update_local(Comm& c, uint32_t& num_failed, uint32_t& num_new) {
+    rt_.progress();  // dispatch pending declarations (fencing: failed, not departed)
+    FtComm& f = state(c);
+    const size_t before = f.l_order.size();
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (!f.in_l[r] && r != c.rank && rt_.peer_fenced(c.members[r])) {
+            f.in_l[r] = 1;
+            f.l_order.push_back(r);
+        }
+    num_failed = static_cast<uint32_t>(f.l_order.size());
+    num_new = static_cast<uint32_t>(f.l_order.size() - before);
+}
+
+// ------------------------------------------------------------ messages
+void Ft::send(uint32_t peer, Type t, uint64_t comm_id, uint64_t seq, uint32_t ballot, uint32_t from_rank,
+              bool committed, const std::vector<uint64_t>* value, const std::vector<uint64_t>* acc) {
+    if (rt_.peer_failed(peer)) return;
+    WireHdr h{};
+    h.type = t;
+    h.ballot = ballot;
+    h.comm_id = comm_id;
+    h.seq = seq;
+    h.from_rank = from_rank;
+    h.flags = (committed ? 1u : 0u) | (acc ? 2u : 0u);
+    h.nvalue = value ? static_cast<uint32_t>(value->size()) : 0;
+    h.nacc = acc ? static_cast<uint32_t>(acc->size()) : 0;
+    std::vector<uint8_t> buf(sizeof h + 8ull * (h.nvalue + h.nacc));
+    std::memcpy(buf.data(), &h, sizeof h);
+    if (h.nvalue) std::memcpy(buf.data() + sizeof h, value->data(), 8ull * h.nvalue);
+    if (h.nacc) std::memcpy(buf.data() + sizeof h + 8ull * h.nvalue, acc->data(), 8ull * h.nacc);
+    Status st = rt_.backend().am_send(peer, am_ft, buf.data(), buf.size());
+    // A failed send means the peer is failing: the detector declares it.
+    if (st != WEFT_OK) WEFT_LOG(debug, "ft message %u to peer %u not sent: %s", t, peer, weft_strerror(st));
+}
+
+void Ft::on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len) {
+    // Handlers only queue (a handler can run inside a send); pump() acts.
+    auto* self = static_cast<Ft*>(arg);
+    const auto* p = static_cast<const uint8_t*>(payload);
+    self->inbox_.push_back(Msg{source_peer, std::vector<uint8_t>(p, p + len)});
+}
+
+uint32_t Ft::on_progress(void* arg) {
+    auto* self = static_cast<Ft*>(arg);
+    uint32_t n = self->det_.on_progress();
+    return n + self->pump();
+}
+
+Ft::Instance& Ft::instance(uint64_t comm_id, uint64_t seq) {
+    Instance& in = instances_[{comm_id, seq}];
+    in.comm_id = comm_id;
+    in.seq = seq;
+    return in;
+}
+
+uint32_t Ft::pump() {
+    uint32_t n = 0;
+    if (!inbox_.empty()) {
+        std::vector<Msg> msgs;
+        msgs.swap(inbox_);
+        for (const Msg& m : msgs) handle(m);
+        n += static_cast<uint32_t>(msgs.size());
+    }
+    // Most progress calls have no agreement open: one branch.
+    if (open_)
+        for (auto& [key, in] : instances_)
+            if (in.entered && !in.decided) step(in);
+    if (!iagrees_.empty()) n += finish_iagrees();
+    return n;
+}
+
+void Ft::handle(const Msg& m) {
+    WireHdr h;
+    if (m.bytes.size() < sizeof h) {
+        WEFT_LOG(error, "ft message of %zu bytes from peer %u: truncated", m.bytes.size(), m.from_peer);
+        return;
+    }
+    std::memcpy(&h, m.bytes.data(), sizeof h);
+    if (m.bytes.size() != sizeof h + 8ull * (uint64_t(h.nvalue) + h.nacc)) {
+        WEFT_LOG(error, "ft message from peer %u: length %zu does not match its header", m.from_peer, m.bytes.size());
+        return;
+    }
+    // Belt and braces on top of the transport's fencing (which starts only
+    // once the failure is dispatched): a declared process has no say.
+    if (rt_.peer_failed(m.from_peer)) return;
+    if (h.from_rank >= rt_.size() || h.nvalue > 1 + rt_.size() / 64 + 1 || h.nacc > 1 + rt_.size() / 64 + 1) {
+        WEFT_LOG(error, "ft message from peer %u names rank %u with %u+%u words: corrupted", m.from_peer, h.from_rank,
+                 h.nvalue, h.nacc);
+        return;
+    }
+    std::vector<uint64_t> value(h.nvalue), acc(h.nacc);
+    if (h.nvalue) std::memcpy(value.data(), m.bytes.data() + sizeof h, 8ull * h.nvalue);
+    if (h.nacc) std::memcpy(acc.data(), m.bytes.data() + sizeof h + 8ull * h.nvalue, 8ull * h.nacc);
+
+    if (h.type == revoke_notice) {
+        for (auto& c : eng_.comms())
+            if (c->id == h.comm_id && !c->revoked) revoke(*c);
+        return;
+    }
+    Instance& in = instance(h.comm_id, h.seq);
+    const uint32_t me = in.me;
+    switch (h.type) {
+        case contrib: {
+            if (in.decided) {
+                // It moved to us after we decided: the decision is final.
+                if (in.entered) send(m.from_peer, commit, h.comm_id, h.seq, me, me, true, &in.decision, nullptr);
+                return;
+            }
+            if (in.contribs.size() <= h.from_rank) in.contribs.resize(h.from_rank + 1);
+            Contrib& c = in.contribs[h.from_rank];
+            c.present = true;
+            c.committed = h.flags & 1;
+            c.has_acc = h.flags & 2;
+            c.acc_ballot = h.ballot;
+            c.value = std::move(value);
+            c.acc = std::move(acc);
+            if (c.committed) c.acc = c.value;
+            return;
+        }
+        case query:
+            if (in.decided) {
+                if (in.entered) send(m.from_peer, contrib, h.comm_id, h.seq, 0, me, true, &in.decision, nullptr);
+            } else if (in.entered) {
+                send(m.from_peer, contrib, h.comm_id, h.seq, in.acc_ballot, me, false, &in.mine,
+                     in.has_acc ? &in.acc : nullptr);
+            }
+            return;
+        case propose:
+            if (!in.entered) return;  // impossible: a proposal needs our contribution
+            // ACK only what we accepted: a proposal of a lower ballot than
+            // one we hold must not count towards its commit.
+            if (in.decided || (in.has_acc && h.ballot < in.acc_ballot)) return;
+            in.has_acc = true;
+            in.acc_ballot = h.ballot;
+            in.acc = value;
+            send(m.from_peer, ack, h.comm_id, h.seq, h.ballot, me, false, nullptr, nullptr);
+            return;
+        case ack:
+            if (in.entered && in.proposed && h.ballot == me && h.from_rank < in.acked.size()) in.acked[h.from_rank] = 1;
+            return;
+        case commit:
+            if (!in.decided) decide(in, value);
+            return;
+        default:
+            WEFT_LOG(error, "ft message type %u from peer %u: unknown", h.type, m.from_peer);
+    }
+}
+
+void Ft::decide(Instance& in, const std::vector<uint64_t>& v) {
+    if (in.entered) --open_;
+    in.decided = true;
+    in.decision = v;
+    const uint64_t id = in.comm_id, seq = in.seq;
+    if (seq >= keep_decided)
+        for (auto it = instances_.lower_bound({id, 0}); it != instances_.end() && it->first.first == id &&
+                                                        it->first.second < seq - keep_decided;) {
+            // An open one stays (another thread of ours may still wait in it).
+            if (it->second.decided) it = instances_.erase(it);
+            else ++it;
+        }
+}
+
+void Ft::step(Instance& in) {
+    Comm& c = *in.comm;
+    const uint32_t me = c.rank;
+    const int32_t co = coordinator(c);
+    if (co != static_cast<int32_t>(me)) {
+        if (in.coord != co) {
+            in.coord = co;
+            send(c.members[co], contrib, c.id, in.seq, in.acc_ballot, me, false, &in.mine, in.has_acc ? &in.acc : nullptr);
+        }
+        return;
+    }
+    if (in.coord != co) {
+        // We coordinate now: ask whoever has not contributed (a member that
+        // already decided answers with the decision).
+        in.coord = co;
+        ++coordinated_;
+        for (uint32_t r = 0; r < c.size; ++r)
+            if (r != me && !member_failed(c, r) && !in.contribs[r].present)
+                send(c.members[r], query, c.id, in.seq, me, me, false, nullptr, nullptr);
+    }
+    Contrib& own = in.contribs[me];
+    own.present = true;
+    own.value = in.mine;
+    own.has_acc = in.has_acc;
+    own.acc_ballot = in.acc_ballot;
+    own.acc = in.acc;
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (in.contribs[r].present && in.contribs[r].committed) {
+            const std::vector<uint64_t> v = in.contribs[r].value;
+            for (uint32_t q = 0; q < c.size; ++q)
+                if (q != me) send(c.members[q], commit, c.id, in.seq, me, me, true, &v, nullptr);
+            decide(in, v);
+            return;
+        }
+    if (!in.proposed) {
+        for (uint32_t r = 0; r < c.size; ++r)
+            if (!in.contribs[r].present && !member_failed(c, r)) return;  // still waiting
+        // Paxos' rule: a value some member accepted may have been committed
+        // somewhere; the highest ballot's is the only one that can be.
+        const Contrib* best = nullptr;
+        for (const Contrib& x : in.contribs)
+            if (x.present && x.has_acc && (!best || x.acc_ballot > best->acc_ballot)) best = &x;
+        std::vector<uint64_t> v;
+        if (best) {
+            v = best->acc;
+        } else {
+            v = in.mine;
+            for (const Contrib& x : in.contribs) {
+                if (!x.present || x.value.size() != v.size()) continue;
+                v[0] &= x.value[0];
+                for (size_t w = 1; w < v.size(); ++w) v[w] |= x.value[w];
+            }
+            for (uint32_t r = 0; r < c.size; ++r)
+                if (r != me && member_failed(c, r) && 1 + r / 64 < v.size()) v[1 + r / 64] |= 1ull << (r % 64);
+        }
+        in.proposed = true;
+        in.proposal = v;
+        in.acked.assign(c.size, 0);
+        in.acked[me] = 1;
+        in.has_acc = true;
+        in.acc_ballot = me;
+        in.acc = v;
+        uint32_t sent = 0;
+        for (uint32_t r = 0; r < c.size; ++r) {
+            if (r == me || member_failed(c, r)) continue;
+            send(c.members[r], propose, c.id, in.seq, me, me, false, &v, nullptr);
+            // Tests kill the coordinator here: one member accepted.
+            if (++sent == 1) WEFT_FAULT_POINT("ft.agree.propose_partial");
+        }
+    }
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (!in.acked[r] && !member_failed(c, r)) return;
+    WEFT_FAULT_POINT("ft.agree.commit");
+    const std::vector<uint64_t> v = in.proposal;
+    // Half of the COMMITs, then a fault point: tests kill the coordinator
+    // here to check that a partial broadcast cannot split the outcome.
+    uint32_t sent = 0;
+    for (uint32_t r = 0; r < c.size; ++r) {
+        if (r == me || member_failed(c, r)) continue;
+        send(c.members[r], commit, c.id, in.seq, me, me, true, &v, nullptr);
+        if (++sent == 1) WEFT_FAULT_POINT("ft.agree.commit_partial");
+    }
+    decide(in, v);
+}
+
+uint64_t Ft::enter(Comm& c, const std::vector<uint64_t>& value) {
+    FtComm& f = state(c);
+    const uint64_t seq = f.next_seq++;
+    Instance& in = instance(c.id, seq);
+    in.comm = &c;
+    in.me = c.rank;
+    in.entered = true;
+    if (!in.decided) ++open_;
+    in.mine = value;
+    if (in.contribs.size() < c.size) in.contribs.resize(c.size);
+    WEFT_FAULT_POINT("ft.agree.enter");
+    return seq;
+}
+
+std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag) {
+    std::vector<uint64_t> v(1 + (size + 63) / 64, 0);
+    v[0] = flag;
+    for (uint32_t r : f.l_order) v[1 + r / 64] |= 1ull << (r % 64);
+    return v;
+}
+
+Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag) {
+    *flag = static_cast<int>(static_cast<uint32_t>(v[0]));
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (r != c.rank && ((v[1 + r / 64] >> (r % 64)) & 1) && !f.in_g[r]) return WEFT_ERR_PEER_FAILED;
+    return WEFT_OK;
+}
+
+Status Ft::iagree(Comm& c, int* flag, Request*& out) {
+    uint32_t total = 0, added = 0;
+    update_local(c, total, added);
+    const uint64_t seq = enter(c, agree_value(state(c), c.size, static_cast<uint32_t>(*flag)));
+    // A send-kind request without a cookie: nothing in the engine touches
+    // it; we complete it when the instance decides.
+    out = eng_.completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
+    out->done = false;
+    iagrees_.push_back(PendingAgree{c.id, seq, &c, out, flag});
+    return WEFT_OK;
+}
+
+uint32_t Ft::finish_iagrees() {
+    uint32_t n = 0;
+    for (size_t i = 0; i < iagrees_.size();) {
+        PendingAgree& p = iagrees_[i];
+        auto it = instances_.find({p.comm_id, p.seq});
+        if (it == instances_.end() || !it->second.decided) {
+            ++i;
+            continue;
+        }
+        const Status st = agree_outcome(state(*p.comm), *p.comm, it->second.decision, p.flag);
+        eng_.complete_request(*p.req, st);
+        iagrees_[i] = iagrees_.back();
+        iagrees_.pop_back();
+        ++n;
+    }
+    return n;
+}
+
+Status Ft::agree(Comm& c, std::vector<uint64_t>& value) {
+    const uint64_t seq = enter(c, value);
+    Instance& in = instance(c.id, seq);
+    const Deadline d = rt_.op_deadline();
+    Backoff b;
+    while (!in.decided) {
+        if (eng_.poll() > 0) {
+            b.reset();
+            continue;
+        }
+        if (in.decided) break;
+        if (d.passed())
+            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "agreement %llu on communicator %llx: no decision within the deadline",
+                             static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c.id));
+        eng_.pause(b);
+    }
+    value = in.decision;
+    return WEFT_OK;
+}
+
+// ------------------------------------------------------------- revoke
+void Ft::revoke(Comm& c) {
+    if (c.revoked) return;
+    c.revoked = true;
+    state(c).revoked = true;
+    if (c.survivors) revoke(*c.survivors);
+    eng_.revoke_pending(c);
+    // Flood over the communicator's fingers (rank + 2^i): every member is
+    // reached in O(log N) relays, around failed ones.
+    for (uint32_t step = 1; step < c.size; step <<= 1) {
+        const uint32_t r = (c.rank + step) % c.size;
+        if (!member_failed(c, r)) send(c.members[r], revoke_notice, c.id, 0, 0, c.rank, false, nullptr, nullptr);
+    }
+    // Also the next live member after each dead finger, so a dead relay
+    // does not cut its part of the ring off.
+    for (uint32_t step = 1; step < c.size; step <<= 1) {
+        uint32_t r = (c.rank + step) % c.size;
+        if (!member_failed(c, r)) continue;
+        for (uint32_t k = 0; k < c.size && (member_failed(c, r) || r == c.rank); ++k) r = (r + 1) % c.size;
+        if (r != c.rank) send(c.members[r], revoke_notice, c.id, 0, 0, c.rank, false, nullptr, nullptr);
+    }
+}
+
+bool Ft::revoked(const Comm& c) const { return c.revoked; }
+
+}  // namespace weft::group
+
+// Defined here, not in engine.cpp: the engine half of revoke and of
+// PROC_NULL semantics.
+namespace weft::group {
+void Engine::complete_request(Request& r, Status st) { complete(r, st); }
+
+Request* Engine::completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st) {
+    Request* r = new_request(k, &c);
+    r->status = st;
+    r->done = true;
+    return r;
+}
+
+void Engine::revoke_pending(Comm& c) {
+    for (MatchQueue* q : {&c.p2p, &c.coll}) {
+        refuse_rendezvous(*q, WEFT_ANY_TAG);
+        while (!q->posted.empty()) {
+            Request* r = q->posted.front();
+            q->posted.pop_front();
+            r->queue = nullptr;
+            complete(*r, WEFT_ERR_REVOKED);
+        }
+    }
+    std::vector<Request*> sends;
+    for (auto [cookie, r] : awaiting_reply_)
+        if (r->comm == &c) sends.push_back(r);
+    for (Request* r : sends) complete(*r, WEFT_ERR_REVOKED);
+    for (Request* r : active_colls_)
+        if (!r->done && r->comm == &c) r->sched->fail(WEFT_ERR_REVOKED);
+}
+}  // namespace weft::group

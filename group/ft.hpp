@@ -1,0 +1,157 @@
+// ft.hpp — fault tolerance above the detector: per-communicator failed
+// sets (seed 003: L and G), the fault-tolerant agreement that validate_global,
+// agree and shrink run, and revoke (docs/fault-tolerance.md).
+//
+// Agreement protocol (one instance per (communicator, sequence number); all
+// members run the same sequence of validate_global/agree/shrink):
+//   - the coordinator is the lowest member this rank does not know failed;
+//     a participant sends CONTRIB {its value, what it accepted so far} to
+//     its coordinator, and again to each new one when the old is declared;
+//   - a new coordinator QUERYs the members it has no contribution from (a
+//     member that already decided answers with the decision);
+//   - with every live member's contribution the coordinator PROPOSEs: a
+//     decision it was told of, else the accepted value of the highest
+//     ballot (coordinator rank), else the combination (AND of flags, OR of
+//     failed bitmaps, with its own view of failures);
+//   - participants accept and ACK; with every live member's ACK the
+//     coordinator sends COMMIT. Nobody returns before the COMMIT, and a
+//     COMMIT is only sent once every live member accepted the value, so a
+//     coordinator dying mid-broadcast cannot split the outcome: the next
+//     coordinator finds the value accepted at every survivor.
+// Messages from a declared-failed process are dropped (fencing), so a
+// stopped coordinator that resumes cannot interfere.
+//
+// Thread affinity: everything runs under the context's API lock (or on its
+// one thread); handlers only queue, the state machine runs from the FT
+// progress hook, so a rank that already returned still answers.
+#pragma once
+
+#include "group/detector.hpp"
+#include "group/engine.hpp"
+
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace weft::group {
+
+// A C handle for a communicator the engine built (group/api.cpp).
+weft_comm* new_comm_handle(Engine& e, Comm* c);
+
+// Failed sets of one communicator. L and G grow only; each is kept as the
+// order in which ranks were added, so a thread's view is a prefix length.
+struct FtComm {
+    uint64_t serial = 0;  // unique in the process: keys threads' cursors
+    uint32_t size = 0;
+    std::vector<uint8_t> in_l, in_g;    // by communicator rank
+    // The seed's per-connection state: UP (not in L), DOWN (in L), CLEARED
+    // (in L and recognised: validate_clear, or in G). PROC_NULL semantics
+    // apply to CLEARED members only.
+    std::vector<uint8_t> cleared;
+    std::vector<uint32_t> l_order, g_order;
+    uint64_t next_seq = 0;              // next agreement instance
+    size_t survivors_for = 0;           // |G| the survivors' communicator was built for
+    bool revoked = false;
+};
+
+class Ft {
+public:
+    Ft(Engine& e, Detector& d);
+    ~Ft();
+    Ft(const Ft&) = delete;
+    Ft& operator=(const Ft&) = delete;
+    Status init();
+
+    static Ft* of(Engine& e);  // the Ft of a context's engine (registry)
+    Engine& engine() { return eng_; }
+    Detector& detector() { return det_; }
+
+    FtComm& state(Comm& c);
+    bool revoked(const Comm& c) const;
+    // Adds to L the members the detector declared failed. Returns |L| and
+    // how many this call added.
+    void update_local(Comm& c, uint32_t& num_failed, uint32_t& num_new);
+    // Marks r's failure cleared: point-to-point with it is PROC_NULL.
+    void clear(Comm& c, FtComm& f, uint32_t r);
+    // Runs one agreement instance over c. value: word 0 a flag (ANDed),
+    // then ceil(size/64) words of failed-rank bitmap (ORed).
+    Status agree(Comm& c, std::vector<uint64_t>& value);
+    // Non-blocking agree: the request completes (from progress) when the
+    // instance decides; *flag is written then, and the status is agree's.
+    Status iagree(Comm& c, int* flag, Request*& out);
+    // Marks c revoked here and floods the notice to every member.
+    void revoke(Comm& c);
+
+    // For tests and benchmarks: instances this rank coordinated.
+    uint64_t coordinated() const { return coordinated_; }
+
+private:
+    struct Contrib {
+        bool present = false, committed = false, has_acc = false;
+        uint32_t acc_ballot = 0;
+        std::vector<uint64_t> value, acc;
+    };
+    struct Instance {
+        uint64_t comm_id = 0, seq = 0;
+        Comm* comm = nullptr;  // set once this rank entered (only open instances use it)
+        uint32_t me = 0;       // our rank in it: late messages need it after the comm is gone
+        bool entered = false, decided = false;
+        std::vector<uint64_t> mine, decision;
+        // participant
+        int64_t coord = -1;  // whom our contribution went to
+        bool has_acc = false;
+        uint32_t acc_ballot = 0;
+        std::vector<uint64_t> acc;
+        // coordinator
+        std::vector<Contrib> contribs;
+        std::vector<uint8_t> queried, acked;
+        bool proposed = false;
+        std::vector<uint64_t> proposal;
+    };
+    struct Msg {
+        uint32_t from_peer;
+        std::vector<uint8_t> bytes;
+    };
+    enum Type : uint32_t { contrib = 1, query = 2, propose = 3, ack = 4, commit = 5, revoke_notice = 6 };
+
+    static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
+    static uint32_t on_progress(void* arg);
+    uint32_t pump();
+    void handle(const Msg& m);
+    void step(Instance& in);
+    int32_t coordinator(const Comm& c) const;
+    bool member_failed(const Comm& c, uint32_t r) const;
+    void send(uint32_t peer, Type t, uint64_t comm_id, uint64_t seq, uint32_t ballot, uint32_t from_rank,
+              bool committed, const std::vector<uint64_t>* value, const std::vector<uint64_t>* acc);
+    void decide(Instance& in, const std::vector<uint64_t>& v);
+    Instance& instance(uint64_t comm_id, uint64_t seq);
+    void flood_revoke(Comm& c);
+    Comm* comm_by_id(uint64_t id);
+
+    Engine& eng_;
+    Runtime& rt_;
+    Detector& det_;
+    std::unordered_map<uint64_t, std::unique_ptr<FtComm>> comms_;  // by context ID
+    std::map<std::pair<uint64_t, uint64_t>, Instance> instances_;
+    std::vector<Msg> inbox_;
+    std::vector<uint64_t> revoked_ids_;  // revoke notices for communicators not created here yet
+    uint64_t coordinated_ = 0;
+    uint32_t open_ = 0;  // instances entered here and not decided
+    struct PendingAgree {
+        uint64_t comm_id, seq;
+        Comm* comm;
+        Request* req;
+        int* flag;
+    };
+    std::vector<PendingAgree> iagrees_;
+    uint32_t finish_iagrees();
+    uint64_t enter(Comm& c, const std::vector<uint64_t>& value);
+};
+
+// agree's outcome from its decided value: the flag, and PEER_FAILED when
+// the agreed failed set holds a member not in G (uniform everywhere).
+Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag);
+std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag);
+
+}  // namespace weft::group
