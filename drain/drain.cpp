@@ -400,7 +400,8 @@ bool Drain::progress_if_open() {
     bool open_here = false;
     const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
     for (uint32_t s = 0; s < hi && !open_here; ++s)
-        open_here = *own(clock_off(s, WEFT_STATE_CLOCK_SEQ)) != *own(clock_off(s, WEFT_STATE_CLOCK_FINISHED));
+        open_here = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_SEQ))).load(std::memory_order_acquire) !=
+                    std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_FINISHED))).load(std::memory_order_acquire);
     return open_here;
 }
 
