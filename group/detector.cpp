@@ -57,15 +57,21 @@ Status Detector::attach() {
     if (mapped && !force_progress && caps.atomics == WEFT_ATOMICS_CPU &&
         caps.atomic_scope == WEFT_ATOMIC_SCOPE_GLOBAL) {
         mode_ = Mode::thread;
-    } else if (caps.atomics != WEFT_ATOMICS_EMULATED && caps.atomics != WEFT_ATOMICS_NONE) {
+    } else if (force_progress && caps.atomics != WEFT_ATOMICS_EMULATED && caps.atomics != WEFT_ATOMICS_NONE) {
         mode_ = Mode::progress;
     } else {
         // DESIGN.md: emulated atomics (and gets) move only when the target
         // progresses; a rank computing for a second would be declared dead.
+        // Over a NIC (verbs, UCX over rc/ud) the progress path is opt-in
+        // (WEFT_FT_DETECTOR=progress): in the soft-RoCE VM its blocking
+        // reads of a dead or slow peer stalled progress for the transport's
+        // whole retry time and declared live ranks failed under TCG's
+        // slowness; it needs a real fabric to be tuned.
         mode_ = Mode::beat_only;
-        WEFT_LOG(info, "failure detector: %s has emulated one-sided operations; heartbeats are not observed "
-                       "and notices not pushed (failures come from the transport and the pidfd monitor)",
-                 caps.transport);
+        WEFT_LOG(info, "failure detector: heartbeats are not observed over %s (%s); failures come from the transport, "
+                       "the pidfd monitor and the launcher",
+                 caps.transport, caps.atomics == WEFT_ATOMICS_EMULATED ? "emulated one-sided operations"
+                                                                       : "set WEFT_FT_DETECTOR=progress to observe them");
     }
     if (n_ > WEFT_STATE_FAILURE_WORDS * 64) {
         WEFT_LOG(warn, "failure detector: %u ranks exceed the %u-rank failure bitmap; no propagation", n_,
