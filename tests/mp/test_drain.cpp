@@ -604,7 +604,7 @@ bool blocking_mode() {
 // yet) is released by the drain with a dummy, waits outside until the job
 // resumes, receives again and gets the message sent after the drain.
 TEST_F(DrainTest, BlockingModeReleasesAnAnySourceReceive) {
-    if (!blocking_mode()) GTEST_SKIP() << "WEFT_DRAIN_MODE=blocking lanes only";
+    ASSERT_TRUE(blocking_mode()) << "selected by the WEFT_DRAIN_MODE=blocking lanes' GTEST_FILTER only";
     weft_drain_result_t res{};
     if (rank == 1) {
         std::thread waiter([&] { res = wait_drain(); });
@@ -633,7 +633,7 @@ TEST_F(DrainTest, BlockingModeReleasesAnAnySourceReceive) {
 // deadlock instead of hanging; after it, messages sent by helper threads
 // release the receives.
 TEST_F(DrainTest, BlockingModeReportsADeadlockAndDoesNotHang) {
-    if (!blocking_mode()) GTEST_SKIP() << "WEFT_DRAIN_MODE=blocking lanes only";
+    ASSERT_TRUE(blocking_mode()) << "selected by the WEFT_DRAIN_MODE=blocking lanes' GTEST_FILTER only";
     weft_drain_result_t res{};
     std::thread helper([&] {
         if (rank == 0) {
@@ -658,7 +658,7 @@ TEST_F(DrainTest, BlockingModeReportsADeadlockAndDoesNotHang) {
 // that nobody inside the job asked for (weft-run --drain-on SIGUSR1) has
 // happened.
 TEST(DrainSignal, LoopUntilDrainedFromOutside) {
-    if (!std::getenv("WEFT_TEST_SIGNAL_DRAIN")) GTEST_SKIP() << "run by tests/mp/drain_signal_test.sh";
+    ASSERT_TRUE(std::getenv("WEFT_TEST_SIGNAL_DRAIN")) << "selected by tests/mp/drain_signal_test.sh only";
     std::atomic<int> drained{0};
     ASSERT_EQ(weft_drain_set_callback(
                   ctx, [](void* arg, const weft_drain_result_t*) { static_cast<std::atomic<int>*>(arg)->fetch_add(1); },
