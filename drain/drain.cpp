@@ -42,14 +42,23 @@ namespace {
 
 using group::Comm;
 
-constexpr uint64_t value_bits = 40;
+// Target words (group/engine.hpp): attempt | the slot's use | value.
+constexpr uint64_t value_bits = group::clock_value_bits;
 constexpr uint64_t value_mask = (1ull << value_bits) - 1;
-constexpr uint64_t tag_mask = (1ull << (64 - value_bits)) - 1;
+constexpr uint64_t use_mask = (1ull << group::clock_use_bits) - 1;
+constexpr uint64_t attempt_shift = value_bits + group::clock_use_bits;
+constexpr uint64_t attempt_mask = (1ull << (64 - attempt_shift)) - 1;
 
-uint64_t tagged(uint64_t attempt, uint64_t v) { return ((attempt & tag_mask) << value_bits) | (v & value_mask); }
+uint64_t tagged(uint64_t attempt, uint64_t use, uint64_t v) {
+    return ((attempt & attempt_mask) << attempt_shift) | ((use & use_mask) << value_bits) | (v & value_mask);
+}
+uint64_t attempt_of(uint64_t word) { return word >> attempt_shift; }
+uint64_t use_of(uint64_t word) { return (word >> value_bits) & use_mask; }
 // A target word's value for this attempt: raises of other attempts count 0.
+// Every live slot's target is rewritten at the start of every attempt, so
+// the attempt field's wrap-around cannot revive an old raise.
 uint64_t target_of(uint64_t word, uint64_t attempt) {
-    return (word >> value_bits) == (attempt & tag_mask) ? word & value_mask : 0;
+    return attempt_of(word) == (attempt & attempt_mask) ? word & value_mask : 0;
 }
 
 uint64_t clock_off(uint32_t slot, uint64_t field) { return WEFT_STATE_CLOCK_OFF(slot, field); }
@@ -168,8 +177,7 @@ void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
 // Compare-swap `want` into rank r's word at off until it is there or
 // `enough(old)` says the word already holds at least as much.
 template <typename Enough>
-Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough) {
-    uint64_t expect = 0;
+Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect) {
     for (;;) {
         uint64_t old = 0;
         Status st = win_->ops->compare_swap(win_, r, off, expect, want, &old);
@@ -178,10 +186,14 @@ Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough) 
     }
 }
 
-void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t attempt, uint64_t value) {
-    Status st = cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, value), [&](uint64_t old) {
-        return (old >> value_bits) == (attempt & tag_mask) && (old & value_mask) >= value;
-    });
+void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value) {
+    // Stops at a word of another communicator (the slot was reused there)
+    // or one that already holds as much for this attempt.
+    const auto enough = [&](uint64_t old) {
+        return use_of(old) != use || (attempt_of(old) == (attempt & attempt_mask) && (old & value_mask) >= value);
+    };
+    Status st = cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough,
+                          tagged(0, use, 0));
     if (st != WEFT_OK) WEFT_LOG(warn, "drain: raising a target at rank %u failed: %s", r, weft_strerror(st));
 }
 
@@ -243,7 +255,7 @@ Status Drain::request(uint64_t& number) {
 
 void Drain::send_request(uint64_t number) {
     for (uint32_t r = 0; r < rt_.size(); ++r) {
-        Status st = cas_raise(r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; });
+        Status st = cas_raise(r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0);
         if (st != WEFT_OK) WEFT_LOG(error, "drain request: rank %u unreachable: %s", r, weft_strerror(st));
         if (direct_ && r != rt_.rank()) futex_wake(reinterpret_cast<uint64_t*>(win_->remote[r].direct + WEFT_STATE_EPOCH_OFF));
     }
@@ -323,6 +335,7 @@ void Drain::run_drain(uint64_t number) {
         ++res.attempts;
         code = collective_attempt(attempt, res);
         if (code != retry) break;
+        log_unconverged(attempt);
         WEFT_LOG(info, "drain %llu: attempt %u did not converge; free run, then again",
                  static_cast<unsigned long long>(number), res.attempts);
         // Free run: nobody waits at a collective; a new attempt recomputes
@@ -385,8 +398,8 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
     for (const auto& rec : eng_.clock_records()) {
         const uint64_t mine = std::atomic_ref<uint64_t>(*own(clock_off(rec.slot, WEFT_STATE_CLOCK_SEQ))).load();
         for (size_t i = 0; i < rec.members.size(); ++i)
-            if (rec.members[i] != rt_.rank()) cas_max_target(rec.members[i], rec.slots[i], attempt, mine);
-        cas_max_target(rt_.rank(), rec.slot, attempt, mine);
+            if (rec.members[i] != rt_.rank()) cas_max_target(rec.members[i], rec.slots[i], rec.uses[i], attempt, mine);
+        cas_max_target(rt_.rank(), rec.slot, eng_.slot_use(rec.slot), attempt, mine);
     }
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_collective);
     unhold();
@@ -671,6 +684,24 @@ void Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
     }
 }
 
+// Why an attempt did not converge, as far as this rank can tell: its
+// clocks below or above their targets, or inside a collective.
+void Drain::log_unconverged(uint64_t attempt) {
+    const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
+    for (uint32_t s = 0; s < hi; ++s) {
+        const uint64_t context = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_CONTEXT))).load();
+        if (context == 0) continue;
+        const uint64_t seq = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_SEQ))).load();
+        const uint64_t fin = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_FINISHED))).load();
+        const uint64_t target = target_of(std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_TARGET))).load(), attempt);
+        if (seq == fin && (seq & value_mask) == target) continue;
+        WEFT_LOG(info, "drain attempt %llu: slot %u (context %llu) at %llu, finished %llu, target %llu",
+                 static_cast<unsigned long long>(attempt), s, static_cast<unsigned long long>(context),
+                 static_cast<unsigned long long>(seq), static_cast<unsigned long long>(fin),
+                 static_cast<unsigned long long>(target));
+    }
+}
+
 // --------------------------------------------------- commit_begin's slow path
 void Drain::on_commit(void* arg, Comm& c) { static_cast<Drain*>(arg)->commit(c); }
 
@@ -692,8 +723,8 @@ void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
     // raised we are past it, so nobody can see us converged while a
     // member's target is still the old one.
     for (uint32_t i = 0; i < c.size; ++i)
-        if (i != c.rank) cas_max_target(c.members[i], c.slots[i], attempt, value);
-    cas_max_target(rt_.rank(), c.slot, attempt, value);
+        if (i != c.rank) cas_max_target(c.members[i], c.slots[i], c.slot_uses[i], attempt, value);
+    cas_max_target(rt_.rank(), c.slot, eng_.slot_use(c.slot), attempt, value);
 }
 
 void Drain::commit(Comm& c) {

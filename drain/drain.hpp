@@ -48,6 +48,7 @@ private:
     static void on_commit(void* arg, group::Comm& c);
     void commit(group::Comm& c);
     bool all_at_target(uint64_t attempt);
+    void log_unconverged(uint64_t attempt);
     void raise(group::Comm& c, uint64_t value, uint64_t attempt);
 
     // The whole of weft for this thread: gate closed, context lock held.
@@ -58,8 +59,8 @@ private:
     uint64_t load_remote(uint32_t r, uint64_t off);
     void read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words);
     template <typename Enough>
-    Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough);
-    void cas_max_target(uint32_t r, uint32_t slot, uint64_t attempt, uint64_t value);
+    Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect);
+    void cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value);
     uint64_t decision();
     void decide(uint64_t attempt, Code from, Code to);
     uint64_t* own(uint64_t off);

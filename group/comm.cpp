@@ -22,6 +22,7 @@ bool Engine::take_slot(uint32_t& slot) {
     for (uint32_t s = 0; s < slot_used_.size(); ++s)
         if (!slot_used_[s]) {
             slot_used_[s] = 1;
+            slot_uses_[s] = static_cast<uint16_t>(slot_uses_[s] % ((1u << clock_use_bits) - 1) + 1);
             slot = s;
             // Before anyone learns the slot: flags left by the communicator
             // that had it would satisfy the new one's first waits.
@@ -35,14 +36,16 @@ bool Engine::take_slot(uint32_t& slot) {
 // A new communicator's clock starts at zero on every member: seq and
 // finished are ours to store; the target is a remote-atomic word, so it is
 // swapped through the transport (loopback on a NIC whose atomics are not
-// coherent with ours). No raise for the old communicator can still land:
-// its free completed a barrier after every member's last raise.
+// coherent with ours). It holds the slot's new use from before any member
+// learns the slot: a raise or target meant for the slot's previous
+// communicator that still comes is refused (clock_use_bits).
 void Engine::reset_clock(uint32_t slot) {
     for (uint64_t f : {uint64_t(WEFT_STATE_CLOCK_SEQ), uint64_t(WEFT_STATE_CLOCK_FINISHED)})
         std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(slot, f))).store(0, std::memory_order_release);
     weft_window* w = rt_.state_window();
     uint64_t old = 0;
-    Status st = w->ops->swap(w, rt_.rank(), WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_TARGET), 0, &old);
+    Status st = w->ops->swap(w, rt_.rank(), WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_TARGET),
+                             uint64_t(slot_uses_[slot]) << clock_value_bits, &old);
     if (st != WEFT_OK) WEFT_LOG(warn, "clock slot %u: target not reset: %s", slot, weft_strerror(st));
     uint32_t hi = 0;
     for (uint32_t s = 0; s < slot_used_.size(); ++s)
@@ -55,14 +58,15 @@ void Engine::give_back_slot(uint32_t slot) {
     if (slot < slot_used_.size()) slot_used_[slot] = 0;
 }
 
-Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, uint32_t my_slot,
-                         Comm*& out) {
+Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
+                         std::vector<uint16_t> slot_uses, uint32_t my_slot, Comm*& out) {
     auto c = std::make_unique<Comm>();
     c->engine = this;
     c->id = id;
     c->size = static_cast<uint32_t>(members.size());
     c->members = std::move(members);
     c->slots = std::move(slots);
+    c->slot_uses = std::move(slot_uses);
     c->slot = my_slot;
     if (my_slot != no_slot) c->clock = state_word(WEFT_STATE_CLOCK_OFF(my_slot, WEFT_STATE_CLOCK_SEQ));
     c->rank = static_cast<uint32_t>(c->rank_of_job(rt_.rank()));
@@ -92,7 +96,8 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     const bool joining = color != WEFT_UNDEFINED;
     uint32_t slot = no_slot;
     if (joining && !take_slot(slot)) slot = no_slot;  // still take part, so nobody hangs
-    const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), slot == no_slot ? int64_t(-1) : int64_t(slot)};
+    const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()),
+                             slot == no_slot ? int64_t(-1) : static_cast<int64_t>(slot_word(slot, slot_use(slot)))};
     std::vector<int64_t> all(4 * size_t(parent.size));
     Request* r = nullptr;
     Status st = allgather_start(parent, mine, sizeof mine, all.data(), r);
@@ -106,6 +111,7 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
         if (all[4 * i] == color) order.push_back(i);
     std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return all[4 * a + 1] < all[4 * b + 1]; });
     std::vector<uint32_t> members, slots;
+    std::vector<uint16_t> uses;
     for (uint32_t i : order) {
         if (all[4 * i + 3] < 0) {
             if (slot != no_slot) give_back_slot(slot);
@@ -114,10 +120,11 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
         }
         members.push_back(parent.members[i]);
         slots.push_back(static_cast<uint32_t>(all[4 * i + 3]));
+        uses.push_back(static_cast<uint16_t>(uint64_t(all[4 * i + 3]) >> 32));
     }
     const uint32_t leader = order.front();
     const uint64_t id = (uint64_t(parent.members[leader]) << 32) | (uint64_t(all[4 * leader + 2]) & 0xffffffffull);
-    return make_comm(id, std::move(members), std::move(slots), slot, out);
+    return make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out);
 }
 
 Status Engine::dup(Comm& parent, Comm*& out) { return split(parent, 0, static_cast<int32_t>(parent.rank), out); }
@@ -150,13 +157,14 @@ Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n
     uint32_t slot = no_slot;
     if (!take_slot(slot)) slot = no_slot;
     std::vector<uint32_t> members(n), slots(n, 0);
+    std::vector<uint16_t> uses(n, 0);
     for (uint32_t i = 0; i < n; ++i) members[i] = parent.members[ranks[i]];
     Comm* c = nullptr;
-    make_comm(id, std::move(members), std::move(slots), slot, c);
+    make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, c);
     c->slots_known = false;  // nobody can raise its target before this exchange
     // Every member learns every member's slot (a collective on the new
     // communicator: its first, on every member).
-    const uint64_t my = slot == no_slot ? UINT64_MAX : slot;
+    const uint64_t my = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
     std::vector<uint64_t> all(n);
     Request* r = nullptr;
     Status st = allgather_start(*c, &my, sizeof my, all.data(), r);
@@ -164,7 +172,10 @@ Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n
     bool full = false;
     for (uint32_t i = 0; i < n; ++i) {
         if (all[i] == UINT64_MAX) full = true;
-        else c->slots[i] = static_cast<uint32_t>(all[i]);
+        else {
+            c->slots[i] = static_cast<uint32_t>(all[i]);
+            c->slot_uses[i] = static_cast<uint16_t>(all[i] >> 32);
+        }
     }
     if (st == WEFT_OK && full) st = WEFT_FAIL(WEFT_ERR_BUSY, "create_from_ranks: a member has no free clock slot");
     c->slots_known = st == WEFT_OK;

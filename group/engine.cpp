@@ -71,6 +71,7 @@ Status Engine::init() {
     zero_copy_ = rt_.backend().expose(&byte, 1, probe) == WEFT_OK;
     if (zero_copy_) rt_.backend().unexpose(probe);
     slot_used_.assign(WEFT_STATE_COMM_SLOTS, 0);
+    slot_uses_.assign(WEFT_STATE_COMM_SLOTS, 0);
     Status fst = create_flag_window();
     if (fst != WEFT_OK) return fst;
     rt_.am_register_internal(am_msg, on_msg, this);
@@ -81,9 +82,10 @@ Status Engine::init() {
     std::vector<uint32_t> members(rt_.size());
     for (uint32_t i = 0; i < rt_.size(); ++i) members[i] = i;
     uint32_t slot = 0;
-    take_slot(slot);  // slot 0 on every rank
+    take_slot(slot);  // slot 0, its first use, on every rank
     std::vector<uint32_t> slots(rt_.size(), 0);
-    Status st = make_comm(0, std::move(members), std::move(slots), slot, world_);
+    std::vector<uint16_t> uses(rt_.size(), slot_use(0));
+    Status st = make_comm(0, std::move(members), std::move(slots), std::move(uses), slot, world_);
     if (st != WEFT_OK) return st;
     world_->world = true;
     return WEFT_OK;
@@ -238,8 +240,13 @@ void Engine::bump(uint64_t off) {
 // ---------------------------------------------------------------- drain
 std::vector<Engine::ClockRecord> Engine::clock_records() const {
     std::vector<ClockRecord> out;
-    for (const auto& c : comms_)
-        if (c->slot != no_slot && !c->slots.empty()) out.push_back(ClockRecord{c->slot, c->members, c->slots});
+    for (const auto& c : comms_) {
+        if (c->slot == no_slot || c->slots.empty()) continue;
+        // Only our own slot while the peers' slots are unknown (the first
+        // collective of create_from_ranks).
+        if (!c->slots_known) out.push_back(ClockRecord{c->slot, {slot_use(c->slot)}, {c->members[c->rank]}, {c->slot}});
+        else out.push_back(ClockRecord{c->slot, c->slot_uses, c->members, c->slots});
+    }
     return out;
 }
 

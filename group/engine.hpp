@@ -78,6 +78,16 @@ struct MatchQueue {
     std::deque<Unexpected> unexpected;
 };
 
+// A Collective-Clock target word (state_window.h): bits 52..63 the drain
+// attempt that wrote it, bits 40..51 the slot's use (its owner counts the
+// times it took the slot, 1..4095, and tells the members with the slot),
+// bits 0..39 the clock value. A member whose release barrier has not
+// finished may still push a freed communicator's clock at a peer whose
+// barrier has, and whose slot now serves another communicator: the use
+// differs, so the compare-swap refuses it.
+constexpr uint64_t clock_value_bits = 40;
+constexpr uint64_t clock_use_bits = 12;
+
 struct Comm {
     Engine* engine = nullptr;
     uint64_t id = 0;
@@ -85,6 +95,7 @@ struct Comm {
     uint32_t size = 0;
     std::vector<uint32_t> members;  // comm rank -> job rank
     std::vector<uint32_t> slots;    // comm rank -> its clock slot
+    std::vector<uint16_t> slot_uses;  // comm rank -> the use of that slot (clock_use_bits)
     uint32_t slot = 0;              // ours
     uint64_t* clock = nullptr;      // our clock record in the state window (seq, +1 target, +2 finished); null without a slot
     uint32_t coll_seq = 0;          // next collective's number (internal tag)
@@ -254,10 +265,13 @@ public:
     // member keeps it.
     struct ClockRecord {
         uint32_t slot;
+        std::vector<uint16_t> uses;     // their slots' uses
         std::vector<uint32_t> members;  // job ranks
         std::vector<uint32_t> slots;    // their slots
     };
     std::vector<ClockRecord> clock_records() const;
+    // How often this rank took the slot (its target's use field).
+    uint16_t slot_use(uint32_t slot) const { return slot < slot_uses_.size() ? slot_uses_[slot] : 0; }
     Comm* comm_in_slot(uint32_t slot) const;
     // Pulls every unmatched rendezvous message into weft's buffer (its
     // unexpected entry becomes an eager one) and answers DRAINED. Returns
@@ -302,11 +316,14 @@ private:
     MatchQueue* queue_for(uint64_t context);
     void register_comm(Comm* c);
     void unregister_comm(Comm* c);
-    Status make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, uint32_t my_slot,
+    Status make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
+                     std::vector<uint16_t> slot_uses, uint32_t my_slot,
                      Comm*& out);
     bool take_slot(uint32_t& slot);
     void give_back_slot(uint32_t slot);
     void reset_clock(uint32_t slot);
+    // A slot and its use in one word, as the members exchange them.
+    static uint64_t slot_word(uint32_t slot, uint16_t use) { return slot | (uint64_t(use) << 32); }
     void maybe_release_comm(Comm* c);
     uint64_t next_context_counter() { return next_ctx_counter_++; }
     Status exchange_slots(Comm& c);
@@ -363,6 +380,7 @@ private:
     std::vector<Reply> replies_;
     std::vector<Request*> active_colls_;
     std::vector<uint8_t> slot_used_;
+    std::vector<uint16_t> slot_uses_;  // how often each slot was taken (mod 4095, never 0)
     weft_window* flag_win_ = nullptr;  // owned by the Runtime (freed at finalize)
     bool ordered_puts_ = false;
     size_t eager_limit_ = 0;

@@ -53,7 +53,11 @@ enum weft_state_offset {
     /* Collective-Clock records, one cache line per communicator slot (slot 0
      * is the world; weft_comm_clock_slot() names a communicator's):
      *   +0  seq       OWNER-STORE   collectives begun (commit_begin)
-     *   +8  target    REMOTE-ATOMIC (peers raise it with a compare-swap max)
+     *   +8  target    REMOTE-ATOMIC (peers raise it with a compare-swap max):
+     *                               bits 52..63 the drain attempt, 40..51 the
+     *                               slot's use (a raise meant for the slot's
+     *                               previous communicator is refused),
+     *                               0..39 the clock value
      *   +16 finished  OWNER-STORE   collectives finished (commit_finish);
      *                               seq != finished: inside a collective
      *   +24 sent      OWNER-STORE   point-to-point messages sent on it

@@ -303,6 +303,46 @@ TEST_F(DrainTest, FreeDuringTheDrain) {
     expect_clocks_agree({world()});
 }
 
+// Rank 0 frees a communicator first and computes without polling, so its
+// release barrier stays open there; members whose barrier needs nothing more
+// from rank 0 finish theirs and give the slot to a new communicator. Rank
+// 0's drain thread then pushes the old communicator's clock at that slot as
+// a target: the tag must refuse it, or the new communicator could never
+// reach it and the attempt would time out.
+TEST_F(DrainTest, ASlotReusedAfterAFreeTakesNoStaleTarget) {
+    if (size < 3) GTEST_SKIP() << "needs a communicator without rank 0 of at least two ranks";
+    weft_comm_t others = nullptr;
+    ASSERT_EQ(weft_comm_split(world(), rank == 0 ? 0 : 1, 0, &others), WEFT_OK);
+    weft_comm_t c = dup_world();
+    const uint32_t old_slot = slot_of(c);
+    uint64_t v = 0;
+    for (int i = 0; i < 10; ++i) ASSERT_EQ(weft_bcast(c, &v, 1, WEFT_UINT64, 0), WEFT_OK);
+    barrier();
+    if (rank == 0) {
+        ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+        sleep_ms(800);  // computing: the drain thread alone acts for rank 0
+        wait_drain();
+        expect_clocks_agree({});
+    } else {
+        sleep_ms(20 * rank);
+        ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+        progress_until([&] {
+            return std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(old_slot, WEFT_STATE_CLOCK_CONTEXT))).load() == 0;
+        }, 0.2);
+        weft_comm_t d = nullptr;
+        ASSERT_EQ(weft_comm_dup(others, &d), WEFT_OK);
+        uint64_t reused = slot_of(d) == old_slot, ranks_reused = 0;
+        ASSERT_EQ(weft_allreduce(others, &reused, &ranks_reused, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+        EXPECT_GE(ranks_reused, 1u) << "the scenario needs a member whose release barrier finished before rank 0's";
+        request(1);
+        weft_drain_result_t res = wait_drain();
+        EXPECT_EQ(res.attempts, 1u) << "a target meant for the freed communicator stalled the first attempt";
+        expect_clocks_agree({others, d});
+        ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    ASSERT_EQ(weft_comm_free(&others), WEFT_OK);
+}
+
 // A dup (a collective on the parent) called while a drain is pending waits
 // for it at its commit, then completes after the drain.
 TEST_F(DrainTest, DupWhileADrainIsPending) {
