@@ -169,7 +169,7 @@ public:
     uint32_t progress() override;
     void wait_for_event(uint64_t timeout_ns) override;
     void wake() override { ucp_worker_signal(worker_); }
-    void peer_failed(uint32_t peer) override { eps_[peer].dead = true; }
+    void peer_failed(uint32_t peer) override { kill_endpoint(peer); }
     Status expose(const void* buf, size_t len, ExposedBuffer& out) override;
     void unexpose(ExposedBuffer& b) override;
     Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
@@ -244,6 +244,8 @@ private:
     bool shm_possible_ = true;
     bool peer_err_mode_ = false;
     bool closing_ = false;  // destructor: endpoint errors are our own force-close
+    std::vector<ucs_status_ptr_t> killed_;  // force-closes of failed peers' endpoints, freed by the destructor
+    void kill_endpoint(uint32_t peer);
     std::vector<Endpoint> eps_;  // by peer index; never resized after init (callback args)
     Slot* slot_ = nullptr;
     std::vector<Slot*> retired_;  // slots of abandoned requests, freed after the worker
@@ -364,7 +366,7 @@ UcxBackend::~UcxBackend() {
     closing_ = true;
     if (worker_) {
         // finalize's barrier already met every live peer: force-close.
-        std::vector<ucs_status_ptr_t> closing;
+        std::vector<ucs_status_ptr_t> closing = std::move(killed_);
         for (auto& e : eps_) {
             if (!e.ep) continue;
             ucp_request_param_t p;
@@ -413,12 +415,17 @@ Status UcxBackend::complete(ucs_status_ptr_t req, uint32_t peer, const char* wha
             return s == UCS_OK ? WEFT_OK : map_ucs(s, what, peer);
         }
         if (rt_.peer_failed(peer) || eps_[peer].dead) {
-            // With peer error handling UCX completes (purges) every request
-            // of a failed endpoint itself; until it has, a reply the peer
-            // wrote before it died may still land in our buffer (a get over
-            // tcp), so keep progressing rather than give the buffer back.
-            // Without it (shm possible) UCX never reports: abandon.
-            if (!peer_err_mode_) {
+            // With peer error handling a force-close makes UCX complete
+            // (purge) every request of the endpoint; until it has, a reply
+            // the peer wrote before it died may still land in our buffer (a
+            // get over tcp), so keep progressing rather than give the buffer
+            // back. Waiting for UCX to notice by itself takes its whole
+            // endpoint timeout (tens of seconds over rc_verbs), while weft
+            // knew at once (pidfd monitor, launcher, detector).
+            // Without peer error handling (shm possible) UCX never reports: abandon.
+            if (peer_err_mode_) {
+                kill_endpoint(peer);
+            } else {
                 abandon(req);
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "ucx %s: peer %u failed during the operation", what, peer);
             }
@@ -430,6 +437,19 @@ Status UcxBackend::complete(ucs_status_ptr_t req, uint32_t peer, const char* wha
         }
         if (events == 0) backoff.pause();
     }
+}
+
+void UcxBackend::kill_endpoint(uint32_t peer) {
+    Endpoint& e = eps_[peer];
+    e.dead = true;
+    if (!peer_err_mode_ || !e.ep) return;
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(e.ep, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) killed_.push_back(r);
+    e.ep = nullptr;
+    WEFT_LOG(debug, "ucx: endpoint to failed peer %u force-closed", peer);
 }
 
 void UcxBackend::abandon(void* req) {
