@@ -244,8 +244,9 @@ private:
     bool shm_possible_ = true;
     bool peer_err_mode_ = false;
     bool closing_ = false;  // destructor: endpoint errors are our own force-close
-    std::vector<ucs_status_ptr_t> killed_;  // force-closes of failed peers' endpoints, freed by the destructor
+    std::vector<ucs_status_ptr_t> killed_;  // force-closes in progress, finished by the destructor
     void kill_endpoint(uint32_t peer);
+    void force_close(Endpoint& e);
     std::vector<Endpoint> eps_;  // by peer index; never resized after init (callback args)
     Slot* slot_ = nullptr;
     std::vector<Slot*> retired_;  // slots of abandoned requests, freed after the worker
@@ -366,16 +367,8 @@ UcxBackend::~UcxBackend() {
     closing_ = true;
     if (worker_) {
         // finalize's barrier already met every live peer: force-close.
+        for (auto& e : eps_) force_close(e);
         std::vector<ucs_status_ptr_t> closing = std::move(killed_);
-        for (auto& e : eps_) {
-            if (!e.ep) continue;
-            ucp_request_param_t p;
-            p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-            p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-            ucs_status_ptr_t r = ucp_ep_close_nbx(e.ep, &p);
-            if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
-            e.ep = nullptr;
-        }
         const Deadline d = rt_.op_deadline();
         Backoff backoff;
         while (!closing.empty() && !d.passed()) {
@@ -443,13 +436,18 @@ void UcxBackend::kill_endpoint(uint32_t peer) {
     Endpoint& e = eps_[peer];
     e.dead = true;
     if (!peer_err_mode_ || !e.ep) return;
+    force_close(e);
+    WEFT_LOG(debug, "ucx: endpoint to failed peer %u force-closed", peer);
+}
+
+void UcxBackend::force_close(Endpoint& e) {
+    if (!e.ep) return;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t r = ucp_ep_close_nbx(e.ep, &p);
     if (r && !UCS_PTR_IS_ERR(r)) killed_.push_back(r);
     e.ep = nullptr;
-    WEFT_LOG(debug, "ucx: endpoint to failed peer %u force-closed", peer);
 }
 
 void UcxBackend::abandon(void* req) {
