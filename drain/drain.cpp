@@ -63,6 +63,7 @@ uint64_t target_of(uint64_t word, uint64_t attempt) {
 
 uint64_t clock_off(uint32_t slot, uint64_t field) { return WEFT_STATE_CLOCK_OFF(slot, field); }
 uint64_t status_off(uint64_t field) { return WEFT_STATE_DRAIN_STATUS_OFF + field; }
+constexpr uint32_t tree_from_ranks = 64;   // WEFT_DRAIN_OBSERVE=auto: the tree observer from this job size
 constexpr uint64_t status_buffered = 40;  // +40 of the status line: messages buffered at the quiescent point
 constexpr uint64_t status_blocked = 48;   // +48: receives blocked inside weft (blocking mode)
 
@@ -89,7 +90,13 @@ Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.stat
     // taken in. The drain thread progresses when the application is not in
     // weft to do it.
     needs_progress_ = std::strcmp(rt_.backend().name(), "shm") != 0 || caps.atomics == WEFT_ATOMICS_EMULATED;
-    by_tree_ = env_string("WEFT_DRAIN_OBSERVE", "reads") == "tree";
+    // Reads cost a round N one-sided reads per drain thread; the tree
+    // ceil(log2 N) writes and as many waits for partners. Below 64 ranks
+    // the reads are cheaper even on a fabric (a few µs); above, the tree.
+    const std::string observe = env_string("WEFT_DRAIN_OBSERVE", "auto");
+    if (observe != "auto" && observe != "reads" && observe != "tree")
+        WEFT_LOG(warn, "WEFT_DRAIN_OBSERVE=%s: expected auto, reads or tree; auto", observe.c_str());
+    by_tree_ = observe == "tree" || (observe != "reads" && rt_.size() >= tree_from_ranks);
     attempt_ns_ = env_u64("WEFT_DRAIN_ATTEMPT_MS", 5000) * 1000000ull;
     free_run_ns_ = env_u64("WEFT_DRAIN_FREE_RUN_MS", 100) * 1000000ull;
     timeout_ns_ = env_u64("WEFT_DRAIN_TIMEOUT_MS", 60000) * 1000000ull;
@@ -519,6 +526,9 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
     std::vector<uint64_t> prev, cur;
     for (uint64_t round = 1, round_start = now_ns();; ++round, round_start = now_ns()) {
         ++res.rounds;
+        // Time spent waiting for partners is a pause, as between the reads
+        // observer's rounds: round_work_ns counts only this thread's work.
+        uint64_t waited = 0;
         const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
         if (must_hold) {
             hold();
@@ -540,6 +550,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             // Wait for our partner's word of this round and step.
             std::atomic_ref<uint64_t> inbox(*own(inbox_off(k, round)));
             uint32_t idle = 0;
+            const uint64_t wait_start = now_ns();
             for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag; w = inbox.load(std::memory_order_acquire)) {
                 if ((++idle & 15) == 0) {
                     if (!direct_ || needs_progress_) {
@@ -561,11 +572,12 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
                 }
                 rest(idle);
             }
+            waited += now_ns() - wait_start;
             const uint64_t w = inbox.load(std::memory_order_acquire);
             changed = changed || (w & 2);
             converged = converged && (w & 1);
         }
-        res.round_work_ns += now_ns() - round_start;
+        res.round_work_ns += now_ns() - round_start - waited;
         if (!changed && converged) {
             if (!direct_) hold();
             decide(attempt, undecided, coll_done);

@@ -42,7 +42,8 @@ typedef struct weft_drain_result {
     weft_status_t status;       /* WEFT_OK, or why the drain gave up */
     uint32_t attempts;          /* collective-phase attempts (1 = no retry) */
     uint64_t rounds;            /* observation rounds this rank made, all attempts */
-    uint64_t round_work_ns;     /* time those rounds took, without the pauses between them */
+    uint64_t round_work_ns;     /* time those rounds took, without the pauses between them
+                                   (nor, with the tree observer, the waits for partners) */
     uint64_t raises;            /* targets this rank's threads raised */
     uint64_t collective_ns;     /* start -> every collective drained (this rank's view) */
     uint64_t total_ns;          /* start -> quiescent on every rank */

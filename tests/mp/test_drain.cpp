@@ -69,6 +69,10 @@ protected:
         quiescent.calls = 0;
         quiescent.hold_ms = 0;
         ::testing::Test::RecordProperty("rank", static_cast<int>(rank));
+        // No rank asks for this test's drain before every rank has left the
+        // previous test and reset its count (a rank with less to do at the
+        // end of a test would otherwise drain the others inside it).
+        barrier();
     }
     // Rank `who` asks; every rank waits for the drain and gets its result.
     weft_drain_result_t drain_requested_by(uint32_t who) {
