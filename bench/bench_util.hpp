@@ -13,16 +13,23 @@
 
 #include "bench_stats.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 #include <sched.h>
 
 namespace bench {
 
 inline uint64_t now_ns() { return bench_now_ns(); }
+
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

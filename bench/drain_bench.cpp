@@ -5,6 +5,8 @@
 // every rank) and of one round, for both, and their ratios. The workload:
 // every rank has made the same collectives and sent/received the same
 // messages, then idles in a wait (the drain finds nothing to do but check).
+#include "bench/bench_util.hpp"
+#include "bench/check.hpp"
 #include "bench/mana_model.hpp"
 
 #include <weft/comm.h>
@@ -21,23 +23,9 @@
 
 namespace {
 
-uint64_t now_ns() {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
-
-void check(weft_status_t st, const char* what) {
-    if (st != WEFT_OK) {
-        std::fprintf(stderr, "drain_bench: %s: %s\n", what, weft_strerror(st));
-        std::exit(1);
-    }
-}
+using bench::check;
+using bench::median;
+using bench::now_ns;
 
 }  // namespace
 

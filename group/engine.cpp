@@ -56,6 +56,22 @@ Engine::~Engine() {
 void Engine::shutdown() {
     // The hook stays: the transport's finalize barrier progresses, and a
     // reply owed for a message arriving then must still go out.
+    // Rendezvous announcements nobody here received (the application's
+    // mistake, or a collective that failed here before its partner's
+    // announcement came) are refused now, and those still arriving on
+    // arrival: a sender waiting for our pull would otherwise wait until its
+    // deadline (a failed collective keeps its rendezvous sends until the
+    // partner answers: coll.cpp, Schedule::fail).
+    shutting_down_ = true;
+    for (auto& c : comms_) {
+        for (MatchQueue* q : {&c->p2p, &c->coll, &c->create}) {
+            const size_t before = q->unexpected.size();
+            refuse_rendezvous(*q, WEFT_ANY_TAG);
+            if (q->unexpected.size() != before)
+                WEFT_LOG(warn, "finalizing: refused %zu rendezvous message(s) on communicator %llx nobody received",
+                         before - q->unexpected.size(), static_cast<unsigned long long>(c->id));
+        }
+    }
     flush_deferred();
     for (auto& r : requests_)
         if (r->exposed_live) {
@@ -579,6 +595,14 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
         } else {
             deliver_eager(*r, u, body, body_len);
         }
+        return;
+    }
+    if (shutting_down_ && is_rts(h.kind)) {
+        // Finalizing: nobody here will receive it. Refuse it so the sender
+        // is not left waiting for a pull (see shutdown).
+        WEFT_LOG(warn, "finalizing: refused a %llu-byte message from job rank %u (tag %d) nobody received",
+                 static_cast<unsigned long long>(h.len), source_peer, h.tag);
+        queue_reply(source_peer, h.cookie);
         return;
     }
     u.data.assign(body, body + body_len);

@@ -380,6 +380,7 @@ private:
     std::vector<Reply> replies_;
     std::vector<Request*> active_colls_;
     std::vector<uint8_t> slot_used_;
+    bool shutting_down_ = false;  // shutdown(): rendezvous announcements are refused on arrival
     std::vector<uint16_t> slot_uses_;  // how often each slot was taken (mod 4095, never 0)
     weft_window* flag_win_ = nullptr;  // owned by the Runtime (freed at finalize)
     bool ordered_puts_ = false;

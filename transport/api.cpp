@@ -370,6 +370,26 @@ weft_status_t weft_set_peer_failure_handler(weft_context_t ctx, weft_peer_failur
     return WEFT_OK;
 }
 
+weft_status_t weft_event_register(weft_context_t ctx, weft_event_t event, weft_event_handler_t handler, void* arg,
+                                  uint64_t* id) {
+    REQUIRE_RT(ctx, rt);
+    REQUIRE_PTR(handler);
+    REQUIRE_PTR(id);
+    if (event != WEFT_EVENT_PROC_FAILED)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_event_register: unknown event %d", static_cast<int>(event));
+    weft::RuntimeLock lock(*rt);
+    *id = rt->event_register(event, handler, arg);
+    return WEFT_OK;
+}
+
+weft_status_t weft_event_deregister(weft_context_t ctx, uint64_t id) {
+    REQUIRE_RT(ctx, rt);
+    weft::RuntimeLock lock(*rt);
+    if (!rt->event_deregister(id))
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_event_deregister: no registration %llu", static_cast<unsigned long long>(id));
+    return WEFT_OK;
+}
+
 weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int* failed) {
     REQUIRE_RT(ctx, rt);
     REQUIRE_PTR(failed);

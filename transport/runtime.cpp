@@ -234,6 +234,8 @@ uint32_t Runtime::dispatch_failures() {
         backend_->peer_failed(p);
         if (failure_listener_) failure_listener_(failure_listener_arg_, p, false);
         if (failure_handler_) failure_handler_(failure_arg_, p);
+        for (const EventHandler& h : event_handlers_)
+            if (h.event == WEFT_EVENT_PROC_FAILED) h.fn(h.arg, WEFT_EVENT_PROC_FAILED, p);
     }
     return n;
 }

@@ -71,6 +71,14 @@ public:
         failure_handler_ = h;
         failure_arg_ = arg;
     }
+    // weft_event_register / _deregister (under the API lock).
+    uint64_t event_register(weft_event_t event, weft_event_handler_t fn, void* arg) {
+        event_handlers_.push_back(EventHandler{next_event_id_, event, fn, arg});
+        return next_event_id_++;
+    }
+    bool event_deregister(uint64_t id) {
+        return std::erase_if(event_handlers_, [&](const EventHandler& h) { return h.id == id; }) != 0;
+    }
 
     // ------------------------------------------- hooks for the layers above
     // group/ registers these once, right after init. The progress hook runs
@@ -148,6 +156,14 @@ private:
     uint64_t failures_dispatched_ = 0;
     weft_peer_failure_handler_t failure_handler_ = nullptr;
     void* failure_arg_ = nullptr;
+    struct EventHandler {
+        uint64_t id;
+        weft_event_t event;
+        weft_event_handler_t fn;
+        void* arg;
+    };
+    std::vector<EventHandler> event_handlers_;
+    uint64_t next_event_id_ = 1;
 
     struct Handler {
         weft_am_handler_t fn = nullptr;

@@ -210,6 +210,22 @@ typedef void (*weft_peer_failure_handler_t)(void *arg, uint32_t peer);
 weft_status_t weft_set_peer_failure_handler(weft_context_t ctx,
                                             weft_peer_failure_handler_t handler,
                                             void *arg);
+/* Events (PMIx's event notification, for the events weft raises).
+ * WEFT_EVENT_PROC_FAILED: a peer failed (a peer that finalized and exited
+ * departed: no event). Every handler registered for it is called once per
+ * failed peer, in registration order, after the peer failure handler, from
+ * whichever call progresses weft on this process; `peer` is numbered as for
+ * weft_set_peer_failure_handler. Failures dispatched before a registration
+ * are not replayed (weft_comm_get_failed lists them). A handler must not
+ * call weft: it records, and the application acts after. */
+typedef enum weft_event { WEFT_EVENT_PROC_FAILED = 1 } weft_event_t;
+typedef void (*weft_event_handler_t)(void *arg, weft_event_t event, uint32_t peer);
+/* *id names the registration for weft_event_deregister. */
+weft_status_t weft_event_register(weft_context_t ctx, weft_event_t event, weft_event_handler_t handler, void *arg,
+                                  uint64_t *id);
+/* WEFT_ERR_NOT_FOUND for an id that is not registered (or no longer). */
+weft_status_t weft_event_deregister(weft_context_t ctx, uint64_t id);
+
 /* *failed = 1 once weft knows peer has failed. */
 weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int *failed);
 

@@ -22,6 +22,14 @@ struct Failures {
     std::vector<uint64_t> when_ns;
 };
 
+// A PROC_FAILED event handler's record: peers in the order they came.
+struct Events {
+    std::vector<uint32_t> peers;
+};
+void on_event(void* arg, weft_event_t event, uint32_t peer) {
+    if (event == WEFT_EVENT_PROC_FAILED) static_cast<Events*>(arg)->peers.push_back(peer);
+}
+
 void on_failure(void* arg, uint32_t peer) {
     auto* f = static_cast<Failures*>(arg);
     f->peers.push_back(peer);
@@ -38,6 +46,13 @@ TEST(Fault, KilledPeerIsReportedToEverySurvivor) {
     const uint32_t victim = size - 1;
     Failures failures;
     WEFT_OK_OR_FAIL(weft_set_peer_failure_handler(ctx, on_failure, &failures));
+    // Two PROC_FAILED registrations and one taken back before the failure.
+    Events first, second, withdrawn;
+    uint64_t id_first = 0, id_second = 0, id_withdrawn = 0;
+    WEFT_OK_OR_FAIL(weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, on_event, &first, &id_first));
+    WEFT_OK_OR_FAIL(weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, on_event, &withdrawn, &id_withdrawn));
+    WEFT_OK_OR_FAIL(weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, on_event, &second, &id_second));
+    WEFT_OK_OR_FAIL(weft_event_deregister(ctx, id_withdrawn));
     void* base = nullptr;
     weft_window_t w = nullptr;
     WEFT_OK_OR_FAIL(weft_window_allocate(ctx, 4096, &base, &w));
@@ -77,6 +92,9 @@ TEST(Fault, KilledPeerIsReportedToEverySurvivor) {
     ASSERT_TRUE(seen) << "no failure notice within 20 s";
     ASSERT_EQ(failures.peers.size(), 1u);
     EXPECT_EQ(failures.peers[0], victim);
+    EXPECT_EQ(first.peers, std::vector<uint32_t>{victim}) << "PROC_FAILED event, first registration";
+    EXPECT_EQ(second.peers, std::vector<uint32_t>{victim}) << "PROC_FAILED event, second registration";
+    EXPECT_TRUE(withdrawn.peers.empty()) << "a deregistered handler was called";
     if (!timed_mode() && rank == 0) {
         uint64_t died = 0;
         std::memcpy(&died, base, 8);
@@ -120,6 +138,10 @@ TEST(Fault, KilledPeerIsReportedToEverySurvivor) {
     uint32_t none = 0;
     EXPECT_EQ(weft_progress(ctx, &none), WEFT_OK);
     EXPECT_EQ(failures.peers.size(), 1u) << "a failure must be reported once";
+    EXPECT_EQ(first.peers.size(), 1u) << "an event must be raised once";
+    EXPECT_EQ(second.peers.size(), 1u) << "an event must be raised once";
+    EXPECT_EQ(weft_event_deregister(ctx, id_first), WEFT_OK);
+    EXPECT_EQ(weft_event_deregister(ctx, id_second), WEFT_OK);
 }
 
 }  // namespace

@@ -752,3 +752,20 @@ TEST_F(Api, PeerFailureHandlerCanBeSet) {
     EXPECT_EQ(weft_set_peer_failure_handler(ctx, [](void*, uint32_t) {}, nullptr), WEFT_OK);
     EXPECT_EQ(weft_set_peer_failure_handler(ctx, nullptr, nullptr), WEFT_OK);
 }
+
+TEST_F(Api, EventRegistrationRejectsBadInput) {
+    const weft_event_handler_t h = [](void*, weft_event_t, uint32_t) {};
+    uint64_t id = 0, other = 0;
+    EXPECT_EQ(weft_event_register(nullptr, WEFT_EVENT_PROC_FAILED, h, nullptr, &id), WEFT_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, nullptr, nullptr, &id), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, h, nullptr, nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_event_register(ctx, static_cast<weft_event_t>(99), h, nullptr, &id), WEFT_ERR_INVALID_ARG);
+    ASSERT_EQ(weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, h, nullptr, &id), WEFT_OK);
+    ASSERT_EQ(weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, h, nullptr, &other), WEFT_OK);
+    EXPECT_NE(id, other) << "each registration has its own id";
+    EXPECT_EQ(weft_event_deregister(ctx, id), WEFT_OK);
+    EXPECT_EQ(weft_event_deregister(ctx, id), WEFT_ERR_NOT_FOUND) << "deregistered twice";
+    EXPECT_EQ(weft_event_deregister(ctx, 123456), WEFT_ERR_NOT_FOUND);
+    EXPECT_EQ(weft_event_deregister(nullptr, other), WEFT_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(weft_event_deregister(ctx, other), WEFT_OK);
+}
