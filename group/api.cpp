@@ -3,6 +3,7 @@
 // Every entry validates handles and arguments (a clear status and a log
 // line, never a crash), takes the context's lock when it is MULTIPLE, and
 // turns any C++ exception into a status.
+#include "group/errhandler.hpp"
 #include "group/detector.hpp"
 #include "group/engine.hpp"
 #include "group/ft.hpp"
@@ -372,6 +373,15 @@ Status on_request(weft_request_t* req, weft_msg_status_t* status, const char* fn
     return guarded([&]() -> Status { return body(eng, r); });
 }
 
+// The handle of the communicator a live request belongs to (its failures go
+// to that communicator's error handler), or null.
+weft_comm_t owner_of(const weft_request_t* req) {
+    if (!req || !*req) return nullptr;
+    const Request* r = req_of(*req);
+    if (r->magic != Request::live_magic || !r->comm) return nullptr;
+    return r->comm->handle;
+}
+
 // Finishes the first completed request of reqs (its status in `done`).
 bool finish_first_done(Engine& eng, size_t n, weft_request_t* reqs, size_t* index, weft_msg_status_t* status,
                        Status& done) {
@@ -519,31 +529,54 @@ weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world) {
     });
 }
 
-weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(rank);
     (void)eng;
     *rank = c->rank;
     return WEFT_OK;
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
+    return weft::group::route_error(comm, unrouted::weft_comm_rank(comm, rank), __func__);
+}
 
-weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(size);
     (void)eng;
     *size = c->size;
     return WEFT_OK;
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
+    return weft::group::route_error(comm, unrouted::weft_comm_size(comm, size), __func__);
+}
 
-weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(id);
     (void)eng;
     *id = c->id;
     return WEFT_OK;
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
+    return weft::group::route_error(comm, unrouted::weft_comm_context_id(comm, id), __func__);
+}
 
-weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(job_rank);
     (void)eng;
@@ -552,8 +585,15 @@ weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_
     *job_rank = c->members[rank];
     return WEFT_OK;
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
+    return weft::group::route_error(comm, unrouted::weft_comm_job_rank(comm, rank, job_rank), __func__);
+}
 
-weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(slot);
     (void)eng;
@@ -561,8 +601,15 @@ weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
     *slot = c->slot;
     return WEFT_OK;
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
+    return weft::group::route_error(comm, unrouted::weft_comm_clock_slot(comm, slot), __func__);
+}
 
-weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
     REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     ApiLock lock(eng);
@@ -574,8 +621,17 @@ weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
+    const Status st = unrouted::weft_comm_dup(comm, out);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
+    return weft::group::route_error(comm, st, __func__);
+}
 
-weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
     REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
     if (color < 0 && color != WEFT_UNDEFINED)
@@ -589,8 +645,17 @@ weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
+    const Status st = unrouted::weft_comm_split(comm, color, key, out);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
+    return weft::group::route_error(comm, st, __func__);
+}
 
-weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
                                           weft_comm_t* out) {
     REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
@@ -616,8 +681,18 @@ weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* rank
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
+                                          weft_comm_t* out) {
+    const Status st = unrouted::weft_comm_create_from_ranks(comm, ranks, n, tag, out);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
+    return weft::group::route_error(comm, st, __func__);
+}
 
-weft_status_t weft_comm_free(weft_comm_t* comm) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_free(weft_comm_t* comm) {
     REQUIRE_PTR(comm);
     REQUIRE_COMM(*comm, c);
     if (c->world) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_free: the world communicator belongs to the context");
@@ -625,40 +700,96 @@ weft_status_t weft_comm_free(weft_comm_t* comm) {
     return guarded([&]() -> Status {
         weft_comm* h = *comm;
         h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
+        weft::group::release_errhandler(h);
         *comm = nullptr;
         if (c->survivors) eng.free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
         return eng.free_comm(*c);
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_free(weft_comm_t* comm) {
+    // A failure leaves the handle alive: its handler sees it.
+    const weft_comm_t h = comm ? *comm : nullptr;
+    return weft::group::route_error(h, unrouted::weft_comm_free(comm), __func__);
+}
 
 // ------------------------------------------------------ point-to-point
-weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
     return send_common(comm, buf, count, raw(type), dest, tag, false, nullptr, __func__);
 }
-weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+    return weft::group::route_error(comm, unrouted::weft_send(comm, buf, count, type, dest, tag), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
     return send_common(comm, buf, count, raw(type), dest, tag, true, nullptr, __func__);
 }
-weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+    return weft::group::route_error(comm, unrouted::weft_ssend(comm, buf, count, type, dest, tag), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                          weft_request_t* req) {
     REQUIRE_PTR(req);
     return send_common(comm, buf, count, raw(type), dest, tag, false, req, __func__);
 }
-weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+                         weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_isend(comm, buf, count, type, dest, tag, req), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                           weft_request_t* req) {
     REQUIRE_PTR(req);
     return send_common(comm, buf, count, raw(type), dest, tag, true, req, __func__);
 }
-weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+                          weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_issend(comm, buf, count, type, dest, tag, req), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                         weft_msg_status_t* status) {
     return recv_common(comm, buf, count, raw(type), source, tag, nullptr, status, __func__);
 }
-weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+                        weft_msg_status_t* status) {
+    return weft::group::route_error(comm, unrouted::weft_recv(comm, buf, count, type, source, tag, status), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                          weft_request_t* req) {
     REQUIRE_PTR(req);
     return recv_common(comm, buf, count, raw(type), source, tag, req, nullptr, __func__);
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+                         weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_irecv(comm, buf, count, type, source, tag, req), __func__);
+}
 
-weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
     REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(flag);
     Status st = check_source(*c, source, tag, __func__);
@@ -672,8 +803,15 @@ weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* fl
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
+    return weft::group::route_error(comm, unrouted::weft_iprobe(comm, source, tag, flag, status), __func__);
+}
 
-weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
     REQUIRE_LIVE_COMM(comm, c);
     Status st = check_source(*c, source, tag, __func__);
     if (st != WEFT_OK) return st;
@@ -695,27 +833,34 @@ weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
+    return weft::group::route_error(comm, unrouted::weft_probe(comm, source, tag, status), __func__);
+}
 
 // ------------------------------------------------------------ requests
 weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_t* status) {
     REQUIRE_PTR(flag);
     *flag = 1;  // an inactive request is complete
-    return on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
+    const weft_comm_t owner = owner_of(req);
+    return weft::group::route_error(owner, on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
         if (!r->done) eng.poll();
         *flag = r->done ? 1 : 0;
         if (!r->done) return WEFT_OK;
         *req = nullptr;
         return eng.finish(*r, status);
-    });
+    }), __func__);
 }
 
 weft_status_t weft_request_wait(weft_request_t* req, weft_msg_status_t* status) {
-    return on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
+    const weft_comm_t owner = owner_of(req);
+    return weft::group::route_error(owner, on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
         Status s = eng.wait(*r, eng.rt().op_deadline());
         if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
         *req = nullptr;
         return eng.finish(*r, status);
-    });
+    }), __func__);
 }
 
 weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_status_t* statuses) {
@@ -801,20 +946,51 @@ weft_status_t weft_request_cancel(weft_request_t req) {
 }
 
 // --------------------------------------------------------- collectives
-weft_status_t weft_barrier(weft_comm_t comm) { return barrier_common(comm, nullptr); }
-weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_barrier(weft_comm_t comm) { return barrier_common(comm, nullptr); }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_barrier(weft_comm_t comm) {
+    return weft::group::route_error(comm, unrouted::weft_barrier(comm), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
     REQUIRE_PTR(req);
     return barrier_common(comm, req);
 }
-weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_ibarrier(comm, req), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
     return bcast_common(comm, buf, count, raw(type), root, nullptr, __func__);
 }
-weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
+    return weft::group::route_error(comm, unrouted::weft_bcast(comm, buf, count, type, root), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
                           weft_request_t* req) {
     REQUIRE_PTR(req);
     return bcast_common(comm, buf, count, raw(type), root, req, __func__);
 }
-weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
+                          weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_ibcast(comm, buf, count, type, root, req), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op, uint32_t root) {
     REQUIRE_LIVE_COMM(comm, c);
     if (__builtin_expect(c->survivors != nullptr, 0)) {
@@ -834,22 +1010,59 @@ weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, 
         return s != WEFT_OK ? s : coll_finish(eng, r, nullptr);
     });
 }
-weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                          weft_op_t op, uint32_t root) {
+    return weft::group::route_error(comm, unrouted::weft_reduce(comm, sendbuf, recvbuf, count, type, op, root), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                              weft_op_t op) {
     return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), nullptr, __func__);
 }
-weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                             weft_op_t op) {
+    return weft::group::route_error(comm, unrouted::weft_allreduce(comm, sendbuf, recvbuf, count, type, op), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                               weft_op_t op, weft_request_t* req) {
     REQUIRE_PTR(req);
     return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), req, __func__);
 }
-weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                              weft_op_t op, weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_iallreduce(comm, sendbuf, recvbuf, count, type, op, req), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
     return allgather_common(comm, sendbuf, count, raw(type), recvbuf, nullptr, __func__);
 }
-weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
+    return weft::group::route_error(comm, unrouted::weft_allgather(comm, sendbuf, count, type, recvbuf), __func__);
+}
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
                               weft_request_t* req) {
     REQUIRE_PTR(req);
     return allgather_common(comm, sendbuf, count, raw(type), recvbuf, req, __func__);
+}
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
+                              weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_iallgather(comm, sendbuf, count, type, recvbuf, req), __func__);
 }
 
 }  // extern "C"

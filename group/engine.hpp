@@ -401,4 +401,5 @@ struct weft_comm {
     uint64_t magic = live_magic;
     weft::group::Engine* engine = nullptr;
     weft::group::Comm* comm = nullptr;
+    weft_errhandler* errhandler = nullptr;  // null: WEFT_ERRORS_RETURN (group/errhandler.cpp)
 };

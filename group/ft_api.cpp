@@ -3,6 +3,7 @@
 // Entry points validate handles and arguments (a clear status and a log
 // line), take the context's lock when it is MULTIPLE, and turn exceptions
 // into statuses, as group/api.cpp does.
+#include "group/errhandler.hpp"
 #include "group/ft.hpp"
 
 #include <weft/ft.h>
@@ -134,7 +135,9 @@ Status rebuild_survivors(Target& t) {
 
 extern "C" {
 
-weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
     return with_target(comm, __func__, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
         t.ft->update_local(*t.c, total, added);
@@ -148,8 +151,15 @@ weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, u
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+    return weft::group::route_error(comm, unrouted::weft_comm_validate_local(comm, num_failed, num_new), __func__);
+}
 
-weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
     return with_target(comm, __func__, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
         t.ft->update_local(*t.c, total, added);
@@ -172,8 +182,15 @@ weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, 
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+    return weft::group::route_error(comm, unrouted::weft_comm_validate_global(comm, num_failed, num_new), __func__);
+}
 
-weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
                                    size_t capacity, size_t* count) {
     if (!count) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: count is NULL", __func__);
     const int w = raw(which), k = raw(kind);
@@ -209,8 +226,16 @@ weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, we
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
+                                   size_t capacity, size_t* count) {
+    return weft::group::route_error(comm, unrouted::weft_comm_get_failed(comm, which, kind, ranks, capacity, count), __func__);
+}
 
-weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
     if (!ranks && n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with %zu ranks", __func__, n);
     return with_target(comm, __func__, [&](Target& t) -> Status {
         FtComm& f = t.ft->state(*t.c);
@@ -225,8 +250,15 @@ weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, 
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
+    return weft::group::route_error(comm, unrouted::weft_comm_validate_clear(comm, ranks, n), __func__);
+}
 
-weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
     if (n && (!ranks || !states)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks or states is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
         FtComm& f = t.ft->state(*t.c);
@@ -238,8 +270,15 @@ weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, siz
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
+    return weft::group::route_error(comm, unrouted::weft_comm_rank_states(comm, ranks, n, states), __func__);
+}
 
-weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
@@ -255,8 +294,15 @@ weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
         return weft::group::agree_outcome(f, *t.c, v, flag);
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
+    return weft::group::route_error(comm, unrouted::weft_comm_agree(comm, flag), __func__);
+}
 
-weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
     if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
@@ -268,8 +314,15 @@ weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req)
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
+    return weft::group::route_error(comm, unrouted::weft_comm_iagree(comm, flag, req), __func__);
+}
 
-weft_status_t weft_comm_revoke(weft_comm_t comm) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_revoke(weft_comm_t comm) {
     return with_target(comm, __func__, [&](Target& t) -> Status {
         if (t.c->world)
             WEFT_LOG(info, "weft_comm_revoke: revoking the world communicator (only shrink, agree and validate work on it now)");
@@ -277,8 +330,15 @@ weft_status_t weft_comm_revoke(weft_comm_t comm) {
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_revoke(weft_comm_t comm) {
+    return weft::group::route_error(comm, unrouted::weft_comm_revoke(comm), __func__);
+}
 
-weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
         t.eng->poll();  // a notice may be waiting
@@ -286,8 +346,15 @@ weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
         return WEFT_OK;
     });
 }
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
+    return weft::group::route_error(comm, unrouted::weft_comm_is_revoked(comm, flag), __func__);
+}
 
-weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
+extern "C++" {
+namespace unrouted {
+static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
     if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
         const weft::Deadline d = t.eng->rt().op_deadline();
@@ -316,6 +383,13 @@ weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
             WEFT_LOG(info, "%s: a member failed while the communicator was built; agreeing again", __func__);
         }
     });
+}
+}  // namespace unrouted
+}  // extern "C++"
+weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
+    const Status st = unrouted::weft_comm_shrink(comm, newcomm);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*newcomm, comm);
+    return weft::group::route_error(comm, st, __func__);
 }
 
 }  // extern "C"

@@ -185,6 +185,40 @@ weft_status_t weft_iallreduce(weft_comm_t comm, const void *sendbuf, void *recvb
 weft_status_t weft_iallgather(weft_comm_t comm, const void *sendbuf, size_t count,
                               weft_datatype_t type, void *recvbuf, weft_request_t *req);
 
+/* ------------------------------------------------------ error handlers
+ * What a communicator's calls do when they fail (MPI's error handlers, seed
+ * 003's rules for their handles). Every communicator has one: the world's is
+ * WEFT_ERRORS_RETURN, and a communicator made from another (dup, split,
+ * create_from_ranks, shrink) starts with its parent's.
+ *   WEFT_ERRORS_RETURN     the call returns its status (weft's default);
+ *   WEFT_ERRORS_ARE_FATAL  the failure is logged and the process aborts
+ *                          (the launcher reports it and ends the job);
+ *   user handlers          fn(comm, &status, arg) runs on the calling thread
+ *                          once the call is over (it may call weft, and may
+ *                          change the status the call then returns).
+ * Routed through the handler: point-to-point, probes, collectives, the
+ * constructors and free, fault-tolerance calls on the communicator, and the
+ * completion (wait/test) of its requests. Not routed: a NULL or invalid
+ * communicator handle (there is no handler to ask).
+ * Handles: create and get each give the caller a reference, which
+ * weft_errhandler_free releases (and sets to NULL); a handler goes when its
+ * last reference does (communicators hold one while it is theirs). Freeing
+ * a predefined handler obtained from get is valid; freeing the predefined
+ * handler itself (more often than get handed it out) is WEFT_ERR_INVALID_ARG. */
+typedef struct weft_errhandler *weft_errhandler_t;
+typedef void (*weft_comm_errhandler_fn)(weft_comm_t comm, weft_status_t *status, void *arg);
+extern struct weft_errhandler weft_errors_return_;
+extern struct weft_errhandler weft_errors_are_fatal_;
+#define WEFT_ERRORS_RETURN (&weft_errors_return_)
+#define WEFT_ERRORS_ARE_FATAL (&weft_errors_are_fatal_)
+
+weft_status_t weft_comm_create_errhandler(weft_comm_errhandler_fn fn, void *arg, weft_errhandler_t *errhandler);
+weft_status_t weft_comm_set_errhandler(weft_comm_t comm, weft_errhandler_t errhandler);
+weft_status_t weft_comm_get_errhandler(weft_comm_t comm, weft_errhandler_t *errhandler);
+weft_status_t weft_errhandler_free(weft_errhandler_t *errhandler);
+/* *same = 1 when a and b are the same handler. */
+weft_status_t weft_errhandler_compare(weft_errhandler_t a, weft_errhandler_t b, int *same);
+
 #ifdef __cplusplus
 }
 #endif

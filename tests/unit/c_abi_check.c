@@ -76,6 +76,14 @@ int main(void) {
         CHECK(weft_allreduce(dup, &out, &sum, 1, WEFT_DOUBLE, WEFT_OP_BAND) == WEFT_ERR_INVALID_ARG);
         CHECK(weft_comm_free(&dup) == WEFT_OK && dup == NULL);
         CHECK(weft_comm_free(&world) == WEFT_ERR_INVALID_ARG);
+        {
+            /* The predefined error handlers are objects of the library. */
+            weft_errhandler_t eh = NULL;
+            int same = 0;
+            CHECK(weft_comm_get_errhandler(world, &eh) == WEFT_OK);
+            CHECK(weft_errhandler_compare(eh, WEFT_ERRORS_RETURN, &same) == WEFT_OK && same == 1);
+            CHECK(weft_errhandler_free(&eh) == WEFT_OK && eh == NULL);
+        }
     }
 
     CHECK(weft_finalize(ctx) == WEFT_OK);
