@@ -5,6 +5,7 @@
 // into statuses, as group/api.cpp does.
 #include "group/errhandler.hpp"
 #include "group/ft.hpp"
+#include "transport/backend.hpp"
 
 #include <weft/ft.h>
 
@@ -389,6 +390,32 @@ static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
 weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
     const Status st = unrouted::weft_comm_shrink(comm, newcomm);
     if (st == WEFT_OK) weft::group::inherit_errhandler(*newcomm, comm);
+    return weft::group::route_error(comm, st, __func__);
+}
+
+weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t* num_failed) {
+    if (!win || win->magic != weft_window::live_magic)
+        return weft::group::route_error(comm, WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: window is null or freed", __func__),
+                                        __func__);
+    // G first (collective, fault tolerant), then the window learns it.
+    uint32_t total = 0, added = 0;
+    Status st = unrouted::weft_comm_validate_global(comm, &total, &added);
+    if (st == WEFT_OK)
+        st = with_target(comm, __func__, [&](Target& t) -> Status {
+            if (win->rt != &t.eng->rt())
+                return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the window and the communicator belong to different contexts",
+                                 __func__);
+            for (uint32_t m : t.c->members)
+                if (m >= win->nranks)
+                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: job rank %u of the communicator is outside the window's %u ranks",
+                                     __func__, m, win->nranks);
+            FtComm& f = t.ft->state(*t.c);
+            if (win->proc_null.size() != win->nranks) win->proc_null.assign(win->nranks, 0);
+            for (uint32_t r : f.g_order) win->proc_null[t.c->members[r]] = 1;
+            if (num_failed)
+                *num_failed = static_cast<uint32_t>(std::count(win->proc_null.begin(), win->proc_null.end(), uint8_t(1)));
+            return WEFT_OK;
+        });
     return weft::group::route_error(comm, st, __func__);
 }
 

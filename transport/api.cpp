@@ -58,8 +58,10 @@ inline bool window_live(weft_window_t w) {
 }
 
 // Common checks for an RMA access of len bytes at offset of rank's region.
+// `proc_null`: the target failed and weft_window_validate recognised it;
+// the operation does nothing and returns WEFT_OK.
 inline Status check_access(weft_window_t w, uint32_t rank, uint64_t offset, size_t len,
-                           const char* fn) {
+                           const char* fn, bool& proc_null) {
     if (__builtin_expect(rank >= w->nranks, 0))
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside window of %u ranks", fn, rank,
                          w->nranks);
@@ -69,18 +71,21 @@ inline Status check_access(weft_window_t w, uint32_t rank, uint64_t offset, size
                          "%s: [%llu, +%zu) outside rank %u's %llu-byte region", fn,
                          static_cast<unsigned long long>(offset), len, rank,
                          static_cast<unsigned long long>(size));
-    if (__builtin_expect(w->rt->peer_failed(rank), 0))
+    if (__builtin_expect(w->rt->peer_failed(rank), 0)) {
+        proc_null = rank < w->proc_null.size() && w->proc_null[rank];
+        if (proc_null) return WEFT_OK;
         return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: rank %u has failed", fn, rank);
+    }
     return WEFT_OK;
 }
 
 inline Status check_atomic(weft_window_t w, uint32_t rank, uint64_t offset, uint64_t* old,
-                           const char* fn) {
+                           const char* fn, bool& proc_null) {
     if (__builtin_expect(!old, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: old_value is NULL", fn);
     if (__builtin_expect((offset & 7) != 0, 0))
         return WEFT_FAIL(WEFT_ERR_UNALIGNED, "%s: offset %llu is not 8-byte aligned", fn,
                          static_cast<unsigned long long>(offset));
-    return check_access(w, rank, offset, 8, fn);
+    return check_access(w, rank, offset, 8, fn, proc_null);
 }
 
 }  // namespace
@@ -251,8 +256,9 @@ weft_status_t weft_put(weft_window_t win, uint32_t rank, uint64_t offset, const 
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
     weft::RuntimeLock lock(*win->rt);
     if (__builtin_expect(!src && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_put: src is NULL");
-    Status st = check_access(win, rank, offset, len, __func__);
-    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    bool proc_null = false;
+    Status st = check_access(win, rank, offset, len, __func__, proc_null);
+    if (__builtin_expect(st != WEFT_OK || proc_null, 0)) return st;
     if (len == 0) return WEFT_OK;
     return win->ops->put(win, rank, offset, src, len);
 }
@@ -261,8 +267,9 @@ weft_status_t weft_get(weft_window_t win, uint32_t rank, uint64_t offset, void* 
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
     weft::RuntimeLock lock(*win->rt);
     if (__builtin_expect(!dst && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_get: dst is NULL");
-    Status st = check_access(win, rank, offset, len, __func__);
-    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    bool proc_null = false;
+    Status st = check_access(win, rank, offset, len, __func__, proc_null);
+    if (__builtin_expect(st != WEFT_OK || proc_null, 0)) return st;
     if (len == 0) return WEFT_OK;
     return win->ops->get(win, rank, offset, dst, len);
 }
@@ -271,8 +278,9 @@ weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t o
                                     uint64_t value, uint64_t* old_value) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
     weft::RuntimeLock lock(*win->rt);
-    Status st = check_atomic(win, rank, offset, old_value, __func__);
-    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    bool proc_null = false;
+    Status st = check_atomic(win, rank, offset, old_value, __func__, proc_null);
+    if (__builtin_expect(st != WEFT_OK || proc_null, 0)) return st;
     return win->ops->fetch_add(win, rank, offset, value, old_value);
 }
 
@@ -280,8 +288,9 @@ weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_
                                        uint64_t expected, uint64_t desired, uint64_t* old_value) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
     weft::RuntimeLock lock(*win->rt);
-    Status st = check_atomic(win, rank, offset, old_value, __func__);
-    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    bool proc_null = false;
+    Status st = check_atomic(win, rank, offset, old_value, __func__, proc_null);
+    if (__builtin_expect(st != WEFT_OK || proc_null, 0)) return st;
     return win->ops->compare_swap(win, rank, offset, expected, desired, old_value);
 }
 
@@ -289,8 +298,9 @@ weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset
                                uint64_t* old_value) {
     if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
     weft::RuntimeLock lock(*win->rt);
-    Status st = check_atomic(win, rank, offset, old_value, __func__);
-    if (__builtin_expect(st != WEFT_OK, 0)) return st;
+    bool proc_null = false;
+    Status st = check_atomic(win, rank, offset, old_value, __func__, proc_null);
+    if (__builtin_expect(st != WEFT_OK || proc_null, 0)) return st;
     return win->ops->swap(win, rank, offset, value, old_value);
 }
 
@@ -302,9 +312,12 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
                          win->nranks);
     return guarded([&]() -> Status {
         weft::Runtime& rt = *win->rt;
-        // A failed target: its operations cannot be known complete.
-        if (rank != WEFT_RANK_ALL && rt.peer_failed(rank))
+        // A failed target: its operations cannot be known complete (unless
+        // validated: PROC_NULL, nothing to complete).
+        if (rank != WEFT_RANK_ALL && rt.peer_failed(rank)) {
+            if (rank < win->proc_null.size() && win->proc_null[rank]) return WEFT_OK;
             return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_flush: rank %u has failed", rank);
+        }
         Status st = rt.backend().flush(*win, rank);
         if (rank != WEFT_RANK_ALL) return st;
         // Every live target completed; a target that failed since the last
@@ -312,7 +325,7 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
         // next synchronisation; operations to live targets still complete).
         if (win->failure_reported.size() != win->nranks) win->failure_reported.assign(win->nranks, 0);
         for (uint32_t r = 0; r < win->nranks; ++r) {
-            if (!rt.peer_failed(r) || win->failure_reported[r]) continue;
+            if (!rt.peer_failed(r) || win->failure_reported[r] || (r < win->proc_null.size() && win->proc_null[r])) continue;
             win->failure_reported[r] = 1;
             st = WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_flush: rank %u failed (its operations since the last flush are lost)", r);
         }

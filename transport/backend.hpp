@@ -133,4 +133,7 @@ struct weft_window {
     // Failed targets a flush(WEFT_RANK_ALL) already reported (seed 003: a
     // failure surfaces at the next synchronisation, once).
     std::vector<uint8_t> failure_reported;
+    // By rank: failed and recognised by weft_window_validate (weft/ft.h);
+    // operations on it are PROC_NULL. Looked at only once a target failed.
+    std::vector<uint8_t> proc_null;
 };

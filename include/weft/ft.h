@@ -114,6 +114,16 @@ weft_status_t weft_comm_revoke(weft_comm_t comm);
  * survivor). Works on a revoked communicator. */
 weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t *newcomm);
 
+/* The seed's WIN_VALIDATE. Collective over comm, whose members must all be
+ * ranks of win: a validate_global on comm, after which the window's targets
+ * that are failed in comm's G behave as PROC_NULL — put, get, the atomics
+ * and flush naming them return WEFT_OK and do nothing (a get leaves dst, an
+ * atomic *old_value, as they were) — and a flush of all no longer reports
+ * them. *num_failed (may be NULL): how many of win's targets are PROC_NULL
+ * now. Before it, operations on a failed target return
+ * WEFT_ERR_PEER_FAILED, and a flush of all reports it once. */
+weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t *num_failed);
+
 /* 1 when comm was revoked here. */
 weft_status_t weft_comm_is_revoked(weft_comm_t comm, int *flag);
 

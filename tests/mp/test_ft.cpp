@@ -555,7 +555,8 @@ TEST_F(Ft, NoFalseSuspicionsUnderOversubscription) {
 
 // mp.ft.rma.*: the last rank dies inside an epoch. A flush naming it fails;
 // a flush of all completes the live targets and reports the failure once;
-// the survivors' puts to each other arrive.
+// the survivors' puts to each other arrive. Then WIN_VALIDATE: the dead
+// target becomes PROC_NULL for every one-sided operation.
 TEST_F(Ft, RmaFlushReportsDeadTargetOnce) {
     ASSERT_GE(size, 3u);
     const uint32_t victim = size - 1;
@@ -585,6 +586,28 @@ TEST_F(Ft, RmaFlushReportsDeadTargetOnce) {
     }
     for (uint32_t r = 0; r < victim; ++r)
         EXPECT_EQ(std::atomic_ref<uint64_t>(static_cast<uint64_t*>(base)[r]).load(), 100u + r) << "put from " << r;
+
+    uint64_t got = 7, old = 9;
+    EXPECT_EQ(weft_get(win, victim, 0, &got, 8), WEFT_ERR_PEER_FAILED) << "not PROC_NULL before the validate";
+    EXPECT_EQ(weft_window_validate(nullptr, w_, nullptr), WEFT_ERR_NOT_INITIALIZED);
+    uint32_t proc_null = 0;
+    ASSERT_EQ(weft_window_validate(win, w_, &proc_null), WEFT_OK);
+    EXPECT_EQ(proc_null, 1u);
+    EXPECT_EQ(weft_put(win, victim, 0, &mine, 8), WEFT_OK) << "PROC_NULL put";
+    EXPECT_EQ(weft_get(win, victim, 0, &got, 8), WEFT_OK) << "PROC_NULL get";
+    EXPECT_EQ(got, 7u) << "a PROC_NULL get leaves the buffer";
+    EXPECT_EQ(weft_atomic_fetch_add(win, victim, 0, 1, &old), WEFT_OK);
+    EXPECT_EQ(weft_atomic_compare_swap(win, victim, 0, 0, 1, &old), WEFT_OK);
+    EXPECT_EQ(weft_atomic_swap(win, victim, 0, 1, &old), WEFT_OK);
+    EXPECT_EQ(old, 9u) << "a PROC_NULL atomic leaves old_value";
+    EXPECT_EQ(weft_flush(win, victim), WEFT_OK);
+    EXPECT_EQ(weft_flush(win, WEFT_RANK_ALL), WEFT_OK);
+    // Bad input still gets its status: an offset outside the region.
+    EXPECT_EQ(weft_put(win, victim, 8 * size, &mine, 8), WEFT_ERR_OUT_OF_RANGE);
+    // Live targets are untouched by it.
+    uint64_t one = 1;
+    EXPECT_EQ(weft_atomic_fetch_add(win, 0, 8 * victim, one, &old), WEFT_OK);
+    EXPECT_EQ(weft_flush(win, 0), WEFT_OK);
 }
 
 // ------------------------------------------------------------ shrink, revoke
