@@ -131,9 +131,38 @@ bool unrecognised_failure(Engine& e, const Comm& c) {
 // PROC_NULL status (source PROC_NULL, tag ANY, nothing delivered).
 weft_msg_status_t proc_null_status() { return weft_msg_status_t{WEFT_PROC_NULL, WEFT_ANY_TAG, 0, WEFT_OK, 0}; }
 
+// An any-source receive not yet matched on a communicator with an
+// unrecognised failure: it might have waited for the failed member
+// (weft/ft.h's PENDING). One load when no peer has failed.
+bool any_source_pending(Engine& e, const Request& r) {
+    return r.kind == weft::group::ReqKind::recv && r.src == WEFT_ANY_SOURCE && !r.done && !r.matched &&
+           __builtin_expect(e.rt().fenced_count() != 0, 0) && unrecognised_failure(e, *r.comm);
+}
+
+// Waits for r like Engine::wait; an any-source receive stops early, with
+// WEFT_ERR_PEER_FAILED_PENDING, when a member's failure makes it pending
+// (it looks every 10 ms: a failure is rare, the slices cost nothing).
+Status wait_receive(Engine& e, Request& r, weft::Deadline d) {
+    if (r.kind != weft::group::ReqKind::recv || r.src != WEFT_ANY_SOURCE) return e.wait(r, d);
+    for (;;) {
+        if (any_source_pending(e, r)) return WEFT_ERR_PEER_FAILED_PENDING;
+        const weft::Deadline slice = weft::Deadline::after_ns(std::min<uint64_t>(d.remaining_ns(), 10000000ull));
+        Status st = e.wait(r, slice);
+        if (st == WEFT_OK || d.passed()) return st;
+    }
+}
+
 // Waits for r, then releases it. On timeout the operation is abandoned.
 Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
-    Status st = e.wait(*r, e.rt().op_deadline());
+    Status st = wait_receive(e, *r, e.rt().op_deadline());
+    if (st == WEFT_ERR_PEER_FAILED_PENDING) {
+        // A blocking any-source receive: nobody can wait on it again, so it
+        // is withdrawn (not matched: nothing was delivered).
+        e.cancel(*r);
+        e.finish(*r, nullptr);
+        return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                         "any-source receive withdrawn: a member failed and its failure is not recognised");
+    }
     if (st != WEFT_OK) {
         st = WEFT_FAIL(st, "operation did not complete within %llu ms",
                        static_cast<unsigned long long>(e.rt().timeout_ns() / 1000000));
@@ -800,6 +829,8 @@ static weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, 
         weft_msg_status_t s{};
         *flag = eng.iprobe(*c, source, tag, s) ? 1 : 0;
         if (*flag && status) *status = s;
+        if (!*flag && source == WEFT_ANY_SOURCE && eng.rt().fenced_count() != 0 && unrecognised_failure(eng, *c))
+            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "%s: any source, and a member's failure is not recognised", __func__);
         return WEFT_OK;
     });
 }
@@ -823,6 +854,8 @@ static weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, w
         while (!eng.iprobe(*c, source, tag, s)) {
             if (source >= 0 && eng.rt().peer_failed(c->members[source]))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_probe: source %d has failed", source);
+            if (source == WEFT_ANY_SOURCE && eng.rt().fenced_count() != 0 && unrecognised_failure(eng, *c))
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_probe: any source, and a member's failure is not recognised");
             if (eng.poll() > 0) continue;
             if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_probe: no matching message in time");
             eng.pause(backoff);
@@ -847,6 +880,9 @@ weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_
     return weft::group::route_error(owner, on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
         if (!r->done) eng.poll();
         *flag = r->done ? 1 : 0;
+        if (!r->done && any_source_pending(eng, *r))
+            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                             "weft_request_test: any-source receive pending on an unrecognised failure (request kept)");
         if (!r->done) return WEFT_OK;
         *req = nullptr;
         return eng.finish(*r, status);
@@ -856,7 +892,10 @@ weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_
 weft_status_t weft_request_wait(weft_request_t* req, weft_msg_status_t* status) {
     const weft_comm_t owner = owner_of(req);
     return weft::group::route_error(owner, on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
-        Status s = eng.wait(*r, eng.rt().op_deadline());
+        Status s = wait_receive(eng, *r, eng.rt().op_deadline());
+        if (s == WEFT_ERR_PEER_FAILED_PENDING)
+            return WEFT_FAIL(s, "weft_request_wait: any-source receive pending on an unrecognised failure (request kept; "
+                                "recognise it, then wait again)");
         if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
         *req = nullptr;
         return eng.finish(*r, status);

@@ -610,6 +610,45 @@ TEST_F(Ft, RmaFlushReportsDeadTargetOnce) {
     EXPECT_EQ(weft_flush(win, 0), WEFT_OK);
 }
 
+// mp.ft.anysource.*: rank 0 posted an any-source receive before the last
+// rank died. Its wait and test then say PENDING and keep the request, as do
+// any-source probes and a blocking any-source receive (withdrawn); once the
+// failure is recognised (validate_global) the same request completes with
+// a survivor's message.
+TEST_F(Ft, AnySourceReceivePostedBeforeTheFailureIsPending) {
+    ASSERT_GE(size, 3u);
+    const uint32_t victim = size - 1;
+    uint64_t got = 0;
+    weft_request_t r = nullptr;
+    if (rank == 0) { ASSERT_EQ(weft_irecv(w_, &got, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 31, &r), WEFT_OK); }
+    barrier();
+    if (rank == victim) die_at("mp.ft.victim");
+    ASSERT_NE(wait_failed(w_, 1), UINT32_MAX);
+    if (rank == 0) {
+        EXPECT_EQ(weft_request_wait(&r, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
+        ASSERT_NE(r, nullptr) << "a pending receive is kept";
+        int flag = 1;
+        EXPECT_EQ(weft_request_test(&r, &flag, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
+        EXPECT_EQ(flag, 0);
+        EXPECT_EQ(weft_iprobe(w_, WEFT_ANY_SOURCE, 31, &flag, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
+        EXPECT_EQ(weft_probe(w_, WEFT_ANY_SOURCE, 31, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
+        uint64_t other = 0;
+        EXPECT_EQ(weft_recv(w_, &other, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 32, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
+    }
+    uint32_t failed = 0, added = 0;
+    ASSERT_EQ(weft_comm_validate_global(w_, &failed, &added), WEFT_OK);
+    EXPECT_EQ(failed, 1u);
+    const uint64_t mine = 500 + rank;
+    if (rank == 1) { ASSERT_EQ(weft_send(w_, &mine, 1, WEFT_UINT64, 0, 31), WEFT_OK); }
+    if (rank == 0) {
+        weft_msg_status_t st{};
+        ASSERT_EQ(weft_request_wait(&r, &st), WEFT_OK) << "recognised: the receive goes on";
+        EXPECT_EQ(r, nullptr);
+        EXPECT_EQ(got, 501u);
+        EXPECT_EQ(st.source, 1);
+    }
+}
+
 // ------------------------------------------------------------ shrink, revoke
 // mp.ft.shrink.*: ranks 2 and 5 of 8 die at mp.ft.victim; the survivors
 // shrink at once: the same 6 members, in order, everywhere.
