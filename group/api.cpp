@@ -323,20 +323,20 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
     return guarded([&]() -> Status {
         Request* r = nullptr;
         if (__builtin_expect(c->survivors != nullptr, 0)) {
-            // Over the survivors into scratch, then each block to its rank's
-            // place: the blocks of failed members stay as they were.
-            if (req)
-                return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: not yet over a communicator with failures in G", fn);
+            // Over the survivors into scratch; when the request is finished
+            // (wait, test, or here) each block goes to its rank's place, so
+            // the blocks of failed members stay as they were.
             Comm& s = *c->survivors;
-            std::vector<uint8_t> tmp(s.size * bytes);
-            auto* out = static_cast<uint8_t*>(recvbuf);
-            const void* mine = sendbuf == WEFT_IN_PLACE ? out + c->rank * bytes : sendbuf;
-            Status st2 = eng.allgather_start(s, mine, bytes, tmp.data(), r);
-            if (st2 == WEFT_OK) st2 = coll_finish(eng, r, nullptr);
+            auto scatter = std::make_unique<Request::BlockScatter>();
+            scatter->scratch.resize(s.size * bytes);
+            scatter->out = static_cast<uint8_t*>(recvbuf);
+            scatter->bytes = bytes;
+            for (uint32_t j = 0; j < s.size; ++j) scatter->place.push_back(static_cast<uint32_t>(c->rank_of_job(s.members[j])));
+            const void* mine = sendbuf == WEFT_IN_PLACE ? scatter->out + c->rank * bytes : sendbuf;
+            Status st2 = eng.allgather_start(s, mine, bytes, scatter->scratch.data(), r);
             if (st2 != WEFT_OK) return st2;
-            for (uint32_t j = 0; j < s.size; ++j)
-                std::memcpy(out + size_t(c->rank_of_job(s.members[j])) * bytes, tmp.data() + j * bytes, bytes);
-            return WEFT_OK;
+            r->scatter = std::move(scatter);
+            return coll_finish(eng, r, req);
         }
         Status s = eng.allgather_start(*c, sendbuf, bytes, recvbuf, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);

@@ -144,6 +144,7 @@ void Engine::release(Request* r) {
         r->exposed_live = false;
     }
     r->sched.reset();
+    r->scatter.reset();
     r->magic = Request::dead_magic;
     r->comm = nullptr;
     free_requests_.push_back(r);
@@ -165,6 +166,11 @@ void Engine::complete(Request& r, Status st) {
 }
 
 Status Engine::finish(Request& r, weft_msg_status_t* status) {
+    if (__builtin_expect(r.scatter != nullptr, 0) && r.status.error == WEFT_OK) {
+        const Request::BlockScatter& s = *r.scatter;
+        for (size_t j = 0; j < s.place.size(); ++j)
+            std::memcpy(s.out + size_t(s.place[j]) * s.bytes, s.scratch.data() + j * s.bytes, s.bytes);
+    }
     if (status) *status = r.status;
     Status st = r.status.error;
     release(&r);

@@ -141,6 +141,15 @@ struct Request {
     bool exposed_live = false;
     // coll
     std::unique_ptr<Schedule> sched;
+    // An allgather over a communicator's survivors (group/ft): the blocks
+    // arrive in scratch and go to their ranks' places when it is finished.
+    struct BlockScatter {
+        std::vector<uint8_t> scratch;
+        uint8_t* out = nullptr;
+        size_t bytes = 0;
+        std::vector<uint32_t> place;  // block j of scratch -> its rank in the user's communicator
+    };
+    std::unique_ptr<BlockScatter> scatter;
     weft_msg_status_t status{};
 };
 
