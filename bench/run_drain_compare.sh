@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # weft's drain against the MANA model (bench/mana_model.hpp) at 2, 4, 8 and
 # 16 ranks, same run, then a fit of the per-round cost against log2(N) and N.
-# Usage: bench/run_drain_compare.sh [build-dir] [reps]
+# Usage: bench/run_drain_compare.sh [build-dir] [reps]; RANKS="2 4 8 16" by default.
 set -euo pipefail
 build=${1:-build} reps=${2:-30}
 out=$(mktemp)
-for n in 2 4 8 16; do
+for n in ${RANKS:-2 4 8 16}; do
   "$build/tools/weft-run" --timeout 300 -n "$n" "$build/bench/drain_bench" --reps "$reps" | tee -a "$out"
 done
 python3 - "$out" <<'PY'
