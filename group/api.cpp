@@ -425,6 +425,18 @@ bool finish_first_done(Engine& eng, size_t n, weft_request_t* reqs, size_t* inde
     return false;
 }
 
+// The first not-done request of reqs that is pending (any_source_pending).
+bool first_pending(Engine& eng, size_t n, weft_request_t* reqs, size_t* index) {
+    for (size_t i = 0; i < n; ++i) {
+        Request* r = req_of(reqs[i]);
+        if (r && any_source_pending(eng, *r)) {
+            *index = i;
+            return true;
+        }
+    }
+    return false;
+}
+
 // The engine of the first live request in reqs (all must share a context).
 Engine* engine_of(size_t n, weft_request_t* reqs) {
     for (size_t i = 0; i < n; ++i) {
@@ -920,7 +932,13 @@ weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_stat
                 if (statuses) empty_status(&statuses[i]);
                 continue;
             }
-            Status s = eng->wait(*r, d);
+            Status s = wait_receive(*eng, *r, d);
+            if (s == WEFT_ERR_PEER_FAILED_PENDING) {
+                // This one and those after it stay; those before completed.
+                if (statuses) statuses[i] = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, s, 0};
+                return WEFT_FAIL(s, "weft_request_waitall: request %zu is an any-source receive pending on an "
+                                    "unrecognised failure (it and the later ones kept)", i);
+            }
             if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_waitall: request %zu not complete within the deadline", i);
             reqs[i] = nullptr;
             s = eng->finish(*r, statuses ? &statuses[i] : nullptr);
@@ -947,6 +965,9 @@ weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index
         eng->poll();
         Status done = WEFT_OK;
         *flag = finish_first_done(*eng, n, reqs, index, status, done) ? 1 : 0;
+        if (!*flag && first_pending(*eng, n, reqs, index))
+            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_request_testany: request %zu is an any-source receive "
+                                                           "pending on an unrecognised failure (kept)", *index);
         return done;
     });
 }
@@ -968,6 +989,9 @@ weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index
         for (;;) {
             Status done = WEFT_OK;
             if (finish_first_done(*eng, n, reqs, index, status, done)) return done;
+            if (first_pending(*eng, n, reqs, index))
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_request_waitany: request %zu is an any-source "
+                                                               "receive pending on an unrecognised failure (kept)", *index);
             if (eng->poll() > 0) continue;
             if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_request_waitany: nothing completed within the deadline");
             eng->pause(backoff);

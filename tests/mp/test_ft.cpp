@@ -644,6 +644,18 @@ TEST_F(Ft, AnySourceReceivePostedBeforeTheFailureIsPending) {
         int flag = 1;
         EXPECT_EQ(weft_request_test(&r, &flag, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
         EXPECT_EQ(flag, 0);
+        // The multi-request forms say it too, name it, and keep it.
+        weft_request_t set[2] = {nullptr, r};
+        size_t index = 0;
+        EXPECT_EQ(weft_request_waitany(2, set, &index, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
+        EXPECT_EQ(index, 1u);
+        EXPECT_EQ(weft_request_testany(2, set, &index, &flag, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
+        EXPECT_EQ(index, 1u);
+        EXPECT_EQ(flag, 0);
+        weft_msg_status_t statuses[2]{};
+        EXPECT_EQ(weft_request_waitall(2, set, statuses), WEFT_ERR_PEER_FAILED_PENDING);
+        EXPECT_EQ(statuses[1].error, WEFT_ERR_PEER_FAILED_PENDING);
+        EXPECT_EQ(set[1], r) << "kept";
         EXPECT_EQ(weft_iprobe(w_, WEFT_ANY_SOURCE, 31, &flag, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
         EXPECT_EQ(weft_probe(w_, WEFT_ANY_SOURCE, 31, nullptr), WEFT_ERR_PEER_FAILED_PENDING);
         uint64_t other = 0;
