@@ -131,61 +131,132 @@ Status Engine::dup(Comm& parent, Comm*& out) { return split(parent, 0, static_ca
 
 Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out) {
     out = nullptr;
+    Creation k;
+    Status st = creation_start(parent, ranks, n, tag, k);
+    if (st != WEFT_OK) return st;
+    const Deadline d = rt_.op_deadline();
+    Backoff backoff;
+    while (!creation_advance(k)) {
+        if (poll() > 0) {
+            backoff.reset();
+            continue;
+        }
+        if (d.passed()) {
+            creation_abandon(k);
+            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "communicator creation: a step did not finish in time");
+        }
+        pause(backoff);
+    }
+    out = k.comm;
+    return k.status;
+}
+
+Status Engine::creation_start(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Creation& k) {
+    k.parent = &parent;
+    k.ranks.assign(ranks, ranks + n);
+    k.tag = tag;
     // The leader names the ID; the others learn it on the parent's
     // creation context, under the caller's tag.
-    uint64_t id = 0;
     if (ranks[0] == parent.rank) {
-        id = (uint64_t(rt_.rank()) << 32) | (next_context_counter() & 0xffffffffull);
-        std::vector<Request*> sends;
+        k.id = (uint64_t(rt_.rank()) << 32) | (next_context_counter() & 0xffffffffull);
         for (uint32_t i = 1; i < n; ++i) {
             Request* s = nullptr;
-            isend(parent, create_bit, &id, sizeof id, ranks[i], tag, false, s);
-            sends.push_back(s);
+            Status st = isend(parent, create_bit, &k.id, sizeof k.id, ranks[i], tag, false, s);
+            if (st != WEFT_OK) {
+                creation_abandon(k);
+                return st;
+            }
+            k.id_sends.push_back(s);
         }
+        return WEFT_OK;
+    }
+    return irecv(parent, create_bit, &k.id, sizeof k.id, static_cast<int32_t>(ranks[0]), tag, k.id_recv);
+}
+
+bool Engine::creation_advance(Creation& k) {
+    if (k.done) return true;
+    auto fail = [&](Status st) {
+        creation_abandon(k);
+        k.status = st;
+        k.done = true;
+        return true;
+    };
+    if (!k.comm) {
+        // The context ID.
+        for (Request*& s : k.id_sends) {
+            if (!s->done) return false;
+        }
+        if (k.id_recv && !k.id_recv->done) return false;
         Status first = WEFT_OK;
-        for (Request* s : sends) {
-            Status st = run_blocking(s);
+        for (Request*& s : k.id_sends) {
+            const Status st = finish(*s, nullptr);
+            s = nullptr;
             if (st != WEFT_OK && first == WEFT_OK) first = st;
         }
-        if (first != WEFT_OK) return first;
-    } else {
-        Request* rq = nullptr;
-        irecv(parent, create_bit, &id, sizeof id, static_cast<int32_t>(ranks[0]), tag, rq);
-        Status st = run_blocking(rq);
-        if (st != WEFT_OK) return WEFT_FAIL(st, "create_from_ranks: no context ID from the leader (rank %u)", ranks[0]);
+        k.id_sends.clear();
+        if (k.id_recv) {
+            first = finish(*k.id_recv, nullptr);
+            k.id_recv = nullptr;
+            if (first != WEFT_OK)
+                return fail(WEFT_FAIL(first, "create_from_ranks: no context ID from the leader (rank %u)", k.ranks[0]));
+        }
+        if (first != WEFT_OK) return fail(first);
+        // Our clock slot; every member learns every member's (a collective
+        // on the new communicator: its first, on every member).
+        const uint32_t n = static_cast<uint32_t>(k.ranks.size());
+        uint32_t slot = no_slot;
+        if (!take_slot(slot)) slot = no_slot;
+        std::vector<uint32_t> members(n), slots(n, 0);
+        std::vector<uint16_t> uses(n, 0);
+        for (uint32_t i = 0; i < n; ++i) members[i] = k.parent->members[k.ranks[i]];
+        make_comm(k.id, std::move(members), std::move(slots), std::move(uses), slot, k.comm);
+        k.comm->slots_known = false;  // nobody can raise its target before this exchange
+        k.my_word = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
+        k.words.assign(n, 0);
+        const Status st = allgather_start(*k.comm, &k.my_word, sizeof k.my_word, k.words.data(), k.slot_exchange);
+        if (st != WEFT_OK) return fail(st);
     }
-    uint32_t slot = no_slot;
-    if (!take_slot(slot)) slot = no_slot;
-    std::vector<uint32_t> members(n), slots(n, 0);
-    std::vector<uint16_t> uses(n, 0);
-    for (uint32_t i = 0; i < n; ++i) members[i] = parent.members[ranks[i]];
-    Comm* c = nullptr;
-    make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, c);
-    c->slots_known = false;  // nobody can raise its target before this exchange
-    // Every member learns every member's slot (a collective on the new
-    // communicator: its first, on every member).
-    const uint64_t my = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
-    std::vector<uint64_t> all(n);
-    Request* r = nullptr;
-    Status st = allgather_start(*c, &my, sizeof my, all.data(), r);
-    if (st == WEFT_OK) st = run_blocking(r);
+    if (!k.slot_exchange->done) return false;
+    Status st = finish(*k.slot_exchange, nullptr);
+    k.slot_exchange = nullptr;
+    Comm& c = *k.comm;
     bool full = false;
-    for (uint32_t i = 0; i < n; ++i) {
-        if (all[i] == UINT64_MAX) full = true;
+    for (uint32_t i = 0; i < c.size; ++i) {
+        if (k.words[i] == UINT64_MAX) full = true;
         else {
-            c->slots[i] = static_cast<uint32_t>(all[i]);
-            c->slot_uses[i] = static_cast<uint16_t>(all[i] >> 32);
+            c.slots[i] = static_cast<uint32_t>(k.words[i]);
+            c.slot_uses[i] = static_cast<uint16_t>(k.words[i] >> 32);
         }
     }
     if (st == WEFT_OK && full) st = WEFT_FAIL(WEFT_ERR_BUSY, "create_from_ranks: a member has no free clock slot");
-    c->slots_known = st == WEFT_OK;
-    if (st != WEFT_OK) {
-        c->freeing = true;
-        maybe_release_comm(c);
-        return st;
+    if (st != WEFT_OK) return fail(st);
+    c.slots_known = true;
+    k.done = true;
+    return true;
+}
+
+void Engine::creation_abandon(Creation& k) {
+    // Requests still out are released when they finish; a communicator
+    // made already goes as a failed creation does.
+    auto let_go = [&](Request* r) {
+        if (!r) return;
+        if (r->done) finish(*r, nullptr);
+        else r->detached = true;
+    };
+    for (Request* s : k.id_sends) let_go(s);
+    k.id_sends.clear();
+    if (k.id_recv) {
+        abandon(*k.id_recv, WEFT_ERR_TIMEOUT);
+        finish(*k.id_recv, nullptr);
+        k.id_recv = nullptr;
     }
-    out = c;
-    return WEFT_OK;
+    let_go(k.slot_exchange);
+    k.slot_exchange = nullptr;
+    if (k.comm) {
+        k.comm->freeing = true;
+        maybe_release_comm(k.comm);
+        k.comm = nullptr;
+    }
 }
 
 Status Engine::free_comm(Comm& c) {

@@ -170,6 +170,27 @@ public:
     Status dup(Comm& parent, Comm*& out);
     Status split(Comm& parent, int32_t color, int32_t key, Comm*& out);
     Status create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out);
+    // create_from_ranks in steps that never block (weft_comm_ishrink): start
+    // it, then advance it from progress until it says it is done (`status`,
+    // and `comm` on success); abandon it at a deadline. It must not move
+    // once started (requests write into it).
+    struct Creation {
+        Comm* parent = nullptr;
+        std::vector<uint32_t> ranks;  // of the parent; the first names the ID
+        int32_t tag = 0;
+        uint64_t id = 0;
+        std::vector<Request*> id_sends;
+        Request* id_recv = nullptr;
+        Comm* comm = nullptr;
+        uint64_t my_word = 0;
+        std::vector<uint64_t> words;  // every member's slot_word
+        Request* slot_exchange = nullptr;
+        bool done = false;
+        Status status = WEFT_OK;
+    };
+    Status creation_start(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Creation& k);
+    bool creation_advance(Creation& k);
+    void creation_abandon(Creation& k);
     Status free_comm(Comm& c);
 
     // ------------------------------------------------- point-to-point

@@ -162,6 +162,7 @@ uint32_t Ft::pump() {
         for (auto& [key, in] : instances_)
             if (in.entered && !in.decided) step(in);
     if (!iagrees_.empty()) n += finish_iagrees();
+    if (!ishrinks_.empty()) n += advance_ishrinks();
     return n;
 }
 
@@ -379,6 +380,113 @@ Status Ft::iagree(Comm& c, int* flag, Request*& out) {
     out->done = false;
     iagrees_.push_back(PendingAgree{c.id, seq, &c, out, flag});
     return WEFT_OK;
+}
+
+Status Ft::ishrink(Comm& c, weft_comm_t* out, MakeHandle make_handle, Request*& req) {
+    auto s = std::make_unique<PendingShrink>();
+    s->comm = &c;
+    s->comm_id = c.id;
+    s->out = out;
+    s->make_handle = make_handle;
+    s->deadline = rt_.op_deadline();
+    uint32_t total = 0, added = 0;
+    update_local(c, total, added);
+    s->seq = enter(c, agree_value(state(c), c.size, 1));
+    // Completed by us, like iagree's.
+    req = eng_.completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
+    req->done = false;
+    s->req = req;
+    ishrinks_.push_back(std::move(s));
+    return WEFT_OK;
+}
+
+uint32_t Ft::advance_ishrinks() {
+    uint32_t n = 0;
+    for (size_t i = 0; i < ishrinks_.size();) {
+        if (advance_ishrink(*ishrinks_[i])) {
+            ishrinks_.erase(ishrinks_.begin() + static_cast<std::ptrdiff_t>(i));
+            ++n;
+        } else {
+            ++i;
+        }
+    }
+    return n;
+}
+
+bool Ft::advance_ishrink(PendingShrink& s) {
+    Comm& c = *s.comm;
+    FtComm& f = state(c);
+    auto decision = [&](std::vector<uint64_t>& v) {
+        auto it = instances_.find({s.comm_id, s.seq});
+        if (it == instances_.end() || !it->second.decided) return false;
+        v = it->second.decision;
+        return true;
+    };
+    auto complete_with = [&](Status st) {
+        eng_.complete_request(*s.req, st);
+        return true;
+    };
+    auto failed_bit = [](const std::vector<uint64_t>& v, uint32_t r) { return (v[1 + r / 64] >> (r % 64)) & 1; };
+    std::vector<uint64_t> v;
+    switch (s.stage) {
+        case PendingShrink::Stage::agree_failed: {
+            if (!decision(v)) {
+                if (!s.deadline.passed()) return false;
+                return complete_with(WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
+            }
+            if (failed_bit(v, c.rank))
+                return complete_with(WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: the survivors agreed this process failed"));
+            std::vector<uint32_t> survivors;
+            for (uint32_t r = 0; r < c.size; ++r)
+                if (r == c.rank || !failed_bit(v, r)) survivors.push_back(r);
+            // The tag weft_comm_shrink would use at this point (build_agreed).
+            const int32_t tag = -2 - static_cast<int32_t>(f.next_seq & 0xffffff);
+            s.build = std::make_unique<Engine::Creation>();
+            if (eng_.creation_start(c, survivors.data(), static_cast<uint32_t>(survivors.size()), tag, *s.build) != WEFT_OK) {
+                s.build->done = true;
+                s.build->status = WEFT_ERR_PEER_FAILED;
+            }
+            s.stage = PendingShrink::Stage::build;
+            [[fallthrough]];
+        }
+        case PendingShrink::Stage::build: {
+            if (!eng_.creation_advance(*s.build)) {
+                if (!s.deadline.passed()) return false;
+                eng_.creation_abandon(*s.build);
+                s.build->done = true;
+                s.build->status = WEFT_ERR_TIMEOUT;
+            }
+            // A member dying while it is built can fail the build at some
+            // members only: agree on the outcome.
+            uint32_t total = 0, added = 0;
+            update_local(c, total, added);
+            s.seq = enter(c, agree_value(f, c.size, s.build->status == WEFT_OK ? 1 : 0));
+            s.stage = PendingShrink::Stage::agree_built;
+            [[fallthrough]];
+        }
+        case PendingShrink::Stage::agree_built: {
+            if (!decision(v)) {
+                if (!s.deadline.passed()) return false;
+                if (s.build->comm) eng_.free_comm(*s.build->comm);
+                return complete_with(WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
+            }
+            if (v[0] == 1 && s.build->comm) {
+                *s.out = s.make_handle(eng_, s.build->comm, c.handle);
+                return complete_with(WEFT_OK);
+            }
+            if (s.build->comm) eng_.free_comm(*s.build->comm);
+            s.build.reset();
+            if (s.deadline.passed())
+                return complete_with(WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: building the shrunk communicator failed"));
+            WEFT_LOG(info, "weft_comm_ishrink: a member failed while the communicator was built; agreeing again");
+            uint32_t total = 0, added = 0;
+            update_local(c, total, added);
+            s.seq = enter(c, agree_value(f, c.size, 1));
+            s.stage = PendingShrink::Stage::agree_failed;
+            return false;
+        }
+    }
+    return false;
 }
 
 uint32_t Ft::finish_iagrees() {

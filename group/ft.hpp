@@ -80,6 +80,11 @@ public:
     // Non-blocking agree: the request completes (from progress) when the
     // instance decides; *flag is written then, and the status is agree's.
     Status iagree(Comm& c, int* flag, Request*& out);
+    // Non-blocking shrink: the request completes (from progress) when the
+    // survivors hold the new communicator, whose handle is written to *out
+    // then (made by `make_handle`); its status is shrink's.
+    using MakeHandle = weft_comm_t (*)(Engine& e, Comm* c, weft_comm_t parent);
+    Status ishrink(Comm& c, weft_comm_t* out, MakeHandle make_handle, Request*& req);
     // Marks c revoked here and floods the notice to every member.
     void revoke(Comm& c);
 
@@ -146,6 +151,23 @@ private:
     };
     std::vector<PendingAgree> iagrees_;
     uint32_t finish_iagrees();
+    // weft_comm_ishrink's steps, as weft_comm_shrink takes them: agree on
+    // the failed, build the survivors' communicator, agree that every
+    // survivor built it (else again).
+    struct PendingShrink {
+        enum class Stage { agree_failed, build, agree_built } stage = Stage::agree_failed;
+        Comm* comm = nullptr;
+        uint64_t comm_id = 0;
+        uint64_t seq = 0;  // the agreement instance of this stage
+        Request* req = nullptr;
+        weft_comm_t* out = nullptr;
+        MakeHandle make_handle = nullptr;
+        std::unique_ptr<Engine::Creation> build;
+        Deadline deadline{};
+    };
+    std::vector<std::unique_ptr<PendingShrink>> ishrinks_;
+    uint32_t advance_ishrinks();
+    bool advance_ishrink(PendingShrink& s);  // true: its request is complete
     uint64_t enter(Comm& c, const std::vector<uint64_t>& value);
 };
 

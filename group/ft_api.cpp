@@ -393,6 +393,29 @@ weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
     return weft::group::route_error(comm, st, __func__);
 }
 
+weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req) {
+    Status st = WEFT_OK;
+    if (!newcomm) st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
+    else if (!req) st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
+    else
+        st = with_target(comm, __func__, [&](Target& t) -> Status {
+            // The handle is made when the survivors have the communicator;
+            // it starts with the parent's error handler, as shrink's does.
+            const auto make_handle = [](Engine& e, Comm* c, weft_comm_t parent) {
+                weft_comm_t h = weft::group::new_comm_handle(e, c);
+                weft::group::inherit_errhandler(h, parent);
+                return h;
+            };
+            weft::group::Request* r = nullptr;
+            Status s = t.ft->ishrink(*t.c, newcomm, make_handle, r);
+            if (s != WEFT_OK) return s;
+            r->user = true;
+            *req = reinterpret_cast<weft_request_t>(r);
+            return WEFT_OK;
+        });
+    return weft::group::route_error(comm, st, __func__);
+}
+
 weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t* num_failed) {
     if (!win || win->magic != weft_window::live_magic)
         return weft::group::route_error(comm, WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: window is null or freed", __func__),

@@ -124,6 +124,13 @@ weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t *newcomm);
  * WEFT_ERR_PEER_FAILED, and a flush of all reports it once. */
 weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t *num_failed);
 
+/* Non-blocking weft_comm_shrink: *newcomm (which must stay valid) is
+ * written when the request completes, with the same communicator every
+ * survivor gets; the request's status is shrink's. It progresses inside any
+ * weft call; shrinks on one communicator, blocking or not, are matched in
+ * the order members start them (as agreements are). */
+weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t *newcomm, weft_request_t *req);
+
 /* 1 when comm was revoked here. */
 weft_status_t weft_comm_is_revoked(weft_comm_t comm, int *flag);
 

@@ -697,6 +697,27 @@ TEST_F(Ft, ShrinkAfterKillsGivesIdenticalMembership) {
     EXPECT_EQ(weft_barrier(s), WEFT_OK);
     if (comm_rank(s) == 0) std::fprintf(stderr, "[ft] shrink of %u ranks with 2 dead: %.2f ms\n", size, ms);
     EXPECT_EQ(weft_comm_free(&s), WEFT_OK);
+
+    // The non-blocking form, overlapped with work on the world's survivors'
+    // point-to-point: the same membership, one context ID everywhere.
+    weft_comm_t is = nullptr;
+    weft_request_t req = nullptr;
+    ASSERT_EQ(weft_comm_ishrink(w_, &is, &req), WEFT_OK);
+    int flag = 0;
+    const uint64_t give_up = now_ns() + 30000000000ull;
+    while (!flag && now_ns() < give_up) ASSERT_EQ(weft_request_test(&req, &flag, nullptr), WEFT_OK);
+    ASSERT_EQ(flag, 1) << "ishrink did not complete";
+    ASSERT_NE(is, nullptr);
+    ASSERT_EQ(comm_size(is), size - 2);
+    for (uint32_t r = 0; r < size - 2; ++r) ASSERT_EQ(weft_comm_job_rank(is, r, &members[r]), WEFT_OK);
+    EXPECT_EQ(members, want);
+    uint64_t id = 0;
+    ASSERT_EQ(weft_comm_context_id(is, &id), WEFT_OK);
+    const auto ids = allgather_one<uint64_t>(is, id, WEFT_UINT64);
+    for (uint64_t x : ids) EXPECT_EQ(x, id) << "one context ID on every survivor";
+    EXPECT_EQ(weft_comm_free(&is), WEFT_OK);
+    EXPECT_EQ(weft_comm_ishrink(w_, nullptr, &req), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_comm_ishrink(w_, &is, nullptr), WEFT_ERR_INVALID_ARG);
 }
 
 // mp.ft.revoke.*: no failure. Rank 0 revokes a duplicate while the others

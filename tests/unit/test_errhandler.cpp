@@ -110,21 +110,25 @@ TEST_F(ErrHandler, NewCommunicatorsInheritTheParentsHandler) {
     weft_errhandler_t eh = nullptr;
     ASSERT_EQ(weft_comm_create_errhandler(record, &seen, &eh), WEFT_OK);
     ASSERT_EQ(weft_comm_set_errhandler(world, eh), WEFT_OK);
-    weft_comm_t dup = nullptr, split = nullptr, shrunk = nullptr;
+    weft_comm_t dup = nullptr, split = nullptr, shrunk = nullptr, ishrunk = nullptr;
     ASSERT_EQ(weft_comm_dup(world, &dup), WEFT_OK);
     ASSERT_EQ(weft_comm_split(world, 0, 0, &split), WEFT_OK);
     ASSERT_EQ(weft_comm_shrink(world, &shrunk), WEFT_OK);
+    weft_request_t req = nullptr;
+    ASSERT_EQ(weft_comm_ishrink(world, &ishrunk, &req), WEFT_OK);
+    ASSERT_EQ(weft_request_wait(&req, nullptr), WEFT_OK);
+    ASSERT_NE(ishrunk, nullptr);
     // The user's handle goes; the communicators keep the handler alive.
     ASSERT_EQ(weft_errhandler_free(&eh), WEFT_OK);
-    for (weft_comm_t c : {dup, split, shrunk}) {
+    for (weft_comm_t c : {dup, split, shrunk, ishrunk}) {
         weft_errhandler_t got = nullptr;
         ASSERT_EQ(weft_comm_get_errhandler(c, &got), WEFT_OK);
         EXPECT_EQ(failing_call(c), WEFT_ERR_INVALID_RANK);
         EXPECT_EQ(seen.comms.back(), c);
         ASSERT_EQ(weft_errhandler_free(&got), WEFT_OK);
     }
-    EXPECT_EQ(seen.statuses.size(), 3u);
-    for (weft_comm_t* c : {&dup, &split, &shrunk}) ASSERT_EQ(weft_comm_free(c), WEFT_OK);
+    EXPECT_EQ(seen.statuses.size(), 4u);
+    for (weft_comm_t* c : {&dup, &split, &shrunk, &ishrunk}) ASSERT_EQ(weft_comm_free(c), WEFT_OK);
     ASSERT_EQ(weft_comm_set_errhandler(world, WEFT_ERRORS_RETURN), WEFT_OK);
 }
 
