@@ -579,14 +579,7 @@ static weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
     *rank = c->rank;
     return WEFT_OK;
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
-    return weft::group::route_error(comm, unrouted::weft_comm_rank(comm, rank), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(size);
@@ -594,14 +587,7 @@ static weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
     *size = c->size;
     return WEFT_OK;
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
-    return weft::group::route_error(comm, unrouted::weft_comm_size(comm, size), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(id);
@@ -609,14 +595,7 @@ static weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
     *id = c->id;
     return WEFT_OK;
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
-    return weft::group::route_error(comm, unrouted::weft_comm_context_id(comm, id), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(job_rank);
@@ -626,14 +605,7 @@ static weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_
     *job_rank = c->members[rank];
     return WEFT_OK;
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
-    return weft::group::route_error(comm, unrouted::weft_comm_job_rank(comm, rank, job_rank), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
     REQUIRE_COMM(comm, c);
     REQUIRE_PTR(slot);
@@ -642,14 +614,7 @@ static weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
     *slot = c->slot;
     return WEFT_OK;
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
-    return weft::group::route_error(comm, unrouted::weft_comm_clock_slot(comm, slot), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
     REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
@@ -662,16 +627,7 @@ static weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
-    const Status st = unrouted::weft_comm_dup(comm, out);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
     REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(out);
@@ -686,16 +642,7 @@ static weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t ke
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
-    const Status st = unrouted::weft_comm_split(comm, color, key, out);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
                                           weft_comm_t* out) {
     REQUIRE_LIVE_COMM(comm, c);
@@ -722,17 +669,7 @@ static weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
-                                          weft_comm_t* out) {
-    const Status st = unrouted::weft_comm_create_from_ranks(comm, ranks, n, tag, out);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_free(weft_comm_t* comm) {
     REQUIRE_PTR(comm);
     REQUIRE_COMM(*comm, c);
@@ -747,89 +684,39 @@ static weft_status_t weft_comm_free(weft_comm_t* comm) {
         return eng.free_comm(*c);
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_free(weft_comm_t* comm) {
-    // A failure leaves the handle alive: its handler sees it.
-    const weft_comm_t h = comm ? *comm : nullptr;
-    return weft::group::route_error(h, unrouted::weft_comm_free(comm), __func__);
-}
 
 // ------------------------------------------------------ point-to-point
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
     return send_common(comm, buf, count, raw(type), dest, tag, false, nullptr, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
-    return weft::group::route_error(comm, unrouted::weft_send(comm, buf, count, type, dest, tag), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
     return send_common(comm, buf, count, raw(type), dest, tag, true, nullptr, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
-    return weft::group::route_error(comm, unrouted::weft_ssend(comm, buf, count, type, dest, tag), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                          weft_request_t* req) {
     REQUIRE_PTR(req);
     return send_common(comm, buf, count, raw(type), dest, tag, false, req, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
-                         weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_isend(comm, buf, count, type, dest, tag, req), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                           weft_request_t* req) {
     REQUIRE_PTR(req);
     return send_common(comm, buf, count, raw(type), dest, tag, true, req, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
-                          weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_issend(comm, buf, count, type, dest, tag, req), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                         weft_msg_status_t* status) {
     return recv_common(comm, buf, count, raw(type), source, tag, nullptr, status, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
-                        weft_msg_status_t* status) {
-    return weft::group::route_error(comm, unrouted::weft_recv(comm, buf, count, type, source, tag, status), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                          weft_request_t* req) {
     REQUIRE_PTR(req);
     return recv_common(comm, buf, count, raw(type), source, tag, req, nullptr, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
-                         weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_irecv(comm, buf, count, type, source, tag, req), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
     REQUIRE_LIVE_COMM(comm, c);
     REQUIRE_PTR(flag);
@@ -846,14 +733,7 @@ static weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, 
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
-    return weft::group::route_error(comm, unrouted::weft_iprobe(comm, source, tag, flag, status), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
     REQUIRE_LIVE_COMM(comm, c);
     Status st = check_source(*c, source, tag, __func__);
@@ -880,9 +760,6 @@ static weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, w
 }
 }  // namespace unrouted
 }  // extern "C++"
-weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
-    return weft::group::route_error(comm, unrouted::weft_probe(comm, source, tag, status), __func__);
-}
 
 // ------------------------------------------------------------ requests
 weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_t* status) {
@@ -1012,47 +889,22 @@ weft_status_t weft_request_cancel(weft_request_t req) {
 extern "C++" {
 namespace unrouted {
 static weft_status_t weft_barrier(weft_comm_t comm) { return barrier_common(comm, nullptr); }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_barrier(weft_comm_t comm) {
-    return weft::group::route_error(comm, unrouted::weft_barrier(comm), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
     REQUIRE_PTR(req);
     return barrier_common(comm, req);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_ibarrier(comm, req), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
     return bcast_common(comm, buf, count, raw(type), root, nullptr, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
-    return weft::group::route_error(comm, unrouted::weft_bcast(comm, buf, count, type, root), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
                           weft_request_t* req) {
     REQUIRE_PTR(req);
     return bcast_common(comm, buf, count, raw(type), root, req, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
-                          weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_ibcast(comm, buf, count, type, root, req), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op, uint32_t root) {
     REQUIRE_LIVE_COMM(comm, c);
@@ -1073,49 +925,22 @@ static weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* re
         return s != WEFT_OK ? s : coll_finish(eng, r, nullptr);
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                          weft_op_t op, uint32_t root) {
-    return weft::group::route_error(comm, unrouted::weft_reduce(comm, sendbuf, recvbuf, count, type, op, root), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                              weft_op_t op) {
     return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), nullptr, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                             weft_op_t op) {
-    return weft::group::route_error(comm, unrouted::weft_allreduce(comm, sendbuf, recvbuf, count, type, op), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                               weft_op_t op, weft_request_t* req) {
     REQUIRE_PTR(req);
     return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), req, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                              weft_op_t op, weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_iallreduce(comm, sendbuf, recvbuf, count, type, op, req), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
     return allgather_common(comm, sendbuf, count, raw(type), recvbuf, nullptr, __func__);
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
-    return weft::group::route_error(comm, unrouted::weft_allgather(comm, sendbuf, count, type, recvbuf), __func__);
-}
-extern "C++" {
-namespace unrouted {
+
 static weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
                               weft_request_t* req) {
     REQUIRE_PTR(req);
@@ -1123,9 +948,52 @@ static weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size
 }
 }  // namespace unrouted
 }  // extern "C++"
-weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
-                              weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_iallgather(comm, sendbuf, count, type, recvbuf, req), __func__);
+
+
+// The public entry points: each body above, then its communicator's error
+// handler (group/errhandler.hpp).
+WEFT_ROUTED(weft_comm_rank, (weft_comm_t comm, uint32_t* rank), (comm, rank))
+WEFT_ROUTED(weft_comm_size, (weft_comm_t comm, uint32_t* size), (comm, size))
+WEFT_ROUTED(weft_comm_context_id, (weft_comm_t comm, uint64_t* id), (comm, id))
+WEFT_ROUTED(weft_comm_job_rank, (weft_comm_t comm, uint32_t rank, uint32_t* job_rank), (comm, rank, job_rank))
+WEFT_ROUTED(weft_comm_clock_slot, (weft_comm_t comm, uint32_t* slot), (comm, slot))
+WEFT_ROUTED(weft_send, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag), (comm, buf, count, type, dest, tag))
+WEFT_ROUTED(weft_ssend, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag), (comm, buf, count, type, dest, tag))
+WEFT_ROUTED(weft_isend, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag, weft_request_t* req), (comm, buf, count, type, dest, tag, req))
+WEFT_ROUTED(weft_issend, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag, weft_request_t* req), (comm, buf, count, type, dest, tag, req))
+WEFT_ROUTED(weft_recv, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag, weft_msg_status_t* status), (comm, buf, count, type, source, tag, status))
+WEFT_ROUTED(weft_irecv, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag, weft_request_t* req), (comm, buf, count, type, source, tag, req))
+WEFT_ROUTED(weft_iprobe, (weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status), (comm, source, tag, flag, status))
+WEFT_ROUTED(weft_probe, (weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status), (comm, source, tag, status))
+WEFT_ROUTED(weft_barrier, (weft_comm_t comm), (comm))
+WEFT_ROUTED(weft_ibarrier, (weft_comm_t comm, weft_request_t* req), (comm, req))
+WEFT_ROUTED(weft_bcast, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root), (comm, buf, count, type, root))
+WEFT_ROUTED(weft_ibcast, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root, weft_request_t* req), (comm, buf, count, type, root, req))
+WEFT_ROUTED(weft_reduce, (weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op, uint32_t root), (comm, sendbuf, recvbuf, count, type, op, root))
+WEFT_ROUTED(weft_allreduce, (weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op), (comm, sendbuf, recvbuf, count, type, op))
+WEFT_ROUTED(weft_iallreduce, (weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op, weft_request_t* req), (comm, sendbuf, recvbuf, count, type, op, req))
+WEFT_ROUTED(weft_allgather, (weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf), (comm, sendbuf, count, type, recvbuf))
+WEFT_ROUTED(weft_iallgather, (weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf, weft_request_t* req), (comm, sendbuf, count, type, recvbuf, req))
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
+    const Status st = unrouted::weft_comm_dup(comm, out);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
+    return weft::group::route_error(comm, st, __func__);
+}
+weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
+    const Status st = unrouted::weft_comm_split(comm, color, key, out);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
+    return weft::group::route_error(comm, st, __func__);
+}
+weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
+                                          weft_comm_t* out) {
+    const Status st = unrouted::weft_comm_create_from_ranks(comm, ranks, n, tag, out);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
+    return weft::group::route_error(comm, st, __func__);
+}
+weft_status_t weft_comm_free(weft_comm_t* comm) {
+    // A failure leaves the handle alive: its handler sees it.
+    const weft_comm_t h = comm ? *comm : nullptr;
+    return weft::group::route_error(h, unrouted::weft_comm_free(comm), __func__);
 }
 
 }  // extern "C"

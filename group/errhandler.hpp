@@ -19,6 +19,13 @@ struct weft_errhandler {
     uint32_t refs = 0;
 };
 
+// A C entry point that takes a communicator `comm`: its body is
+// unrouted::name (C++ linkage and the same name, so that __func__ and the log
+// lines say the public one); the entry point hands a failure to the
+// communicator's handler.
+#define WEFT_ROUTED(name, params, args) \
+    weft_status_t name params { return weft::group::route_error(comm, unrouted::name args, #name); }
+
 namespace weft::group {
 
 // A failed call's status, after the handler of `comm` has seen it (the

@@ -152,14 +152,7 @@ static weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_fa
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
-    return weft::group::route_error(comm, unrouted::weft_comm_validate_local(comm, num_failed, num_new), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
     return with_target(comm, __func__, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
@@ -183,14 +176,7 @@ static weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_f
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
-    return weft::group::route_error(comm, unrouted::weft_comm_validate_global(comm, num_failed, num_new), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
                                    size_t capacity, size_t* count) {
     if (!count) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: count is NULL", __func__);
@@ -227,15 +213,7 @@ static weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t wh
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
-                                   size_t capacity, size_t* count) {
-    return weft::group::route_error(comm, unrouted::weft_comm_get_failed(comm, which, kind, ranks, capacity, count), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
     if (!ranks && n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with %zu ranks", __func__, n);
     return with_target(comm, __func__, [&](Target& t) -> Status {
@@ -251,14 +229,7 @@ static weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* 
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
-    return weft::group::route_error(comm, unrouted::weft_comm_validate_clear(comm, ranks, n), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
     if (n && (!ranks || !states)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks or states is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
@@ -271,14 +242,7 @@ static weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ran
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
-    return weft::group::route_error(comm, unrouted::weft_comm_rank_states(comm, ranks, n, states), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
@@ -295,14 +259,7 @@ static weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
         return weft::group::agree_outcome(f, *t.c, v, flag);
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
-    return weft::group::route_error(comm, unrouted::weft_comm_agree(comm, flag), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
     if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
@@ -315,14 +272,7 @@ static weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
-    return weft::group::route_error(comm, unrouted::weft_comm_iagree(comm, flag, req), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_revoke(weft_comm_t comm) {
     return with_target(comm, __func__, [&](Target& t) -> Status {
         if (t.c->world)
@@ -331,14 +281,7 @@ static weft_status_t weft_comm_revoke(weft_comm_t comm) {
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_revoke(weft_comm_t comm) {
-    return weft::group::route_error(comm, unrouted::weft_comm_revoke(comm), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
     if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
@@ -347,14 +290,7 @@ static weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
         return WEFT_OK;
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
-weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
-    return weft::group::route_error(comm, unrouted::weft_comm_is_revoked(comm, flag), __func__);
-}
 
-extern "C++" {
-namespace unrouted {
 static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
     if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
@@ -387,11 +323,6 @@ static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
 }
 }  // namespace unrouted
 }  // extern "C++"
-weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
-    const Status st = unrouted::weft_comm_shrink(comm, newcomm);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*newcomm, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
 
 weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req) {
     Status st = WEFT_OK;
@@ -439,6 +370,24 @@ weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t
                 *num_failed = static_cast<uint32_t>(std::count(win->proc_null.begin(), win->proc_null.end(), uint8_t(1)));
             return WEFT_OK;
         });
+    return weft::group::route_error(comm, st, __func__);
+}
+
+
+// The public entry points: each body above, then its communicator's error
+// handler (group/errhandler.hpp).
+WEFT_ROUTED(weft_comm_validate_local, (weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new), (comm, num_failed, num_new))
+WEFT_ROUTED(weft_comm_validate_global, (weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new), (comm, num_failed, num_new))
+WEFT_ROUTED(weft_comm_get_failed, (weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks, size_t capacity, size_t* count), (comm, which, kind, ranks, capacity, count))
+WEFT_ROUTED(weft_comm_validate_clear, (weft_comm_t comm, const uint32_t* ranks, size_t n), (comm, ranks, n))
+WEFT_ROUTED(weft_comm_rank_states, (weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states), (comm, ranks, n, states))
+WEFT_ROUTED(weft_comm_agree, (weft_comm_t comm, int* flag), (comm, flag))
+WEFT_ROUTED(weft_comm_iagree, (weft_comm_t comm, int* flag, weft_request_t* req), (comm, flag, req))
+WEFT_ROUTED(weft_comm_revoke, (weft_comm_t comm), (comm))
+WEFT_ROUTED(weft_comm_is_revoked, (weft_comm_t comm, int* flag), (comm, flag))
+weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
+    const Status st = unrouted::weft_comm_shrink(comm, newcomm);
+    if (st == WEFT_OK) weft::group::inherit_errhandler(*newcomm, comm);
     return weft::group::route_error(comm, st, __func__);
 }
 
