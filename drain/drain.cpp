@@ -357,6 +357,7 @@ void Drain::run_drain(uint64_t number) {
     else hold();  // stopping: finish like a failed drain
     res.status = code == p2p_done ? WEFT_OK : WEFT_ERR_TIMEOUT;
     if (code == p2p_done) quiescent_barrier(number, res);
+    else if (stop_.load()) WEFT_LOG(warn, "drain %llu abandoned: the context is finalizing", static_cast<unsigned long long>(number));
     else WEFT_LOG(error, "drain %llu gave up: messages still in transit after %llu ms", static_cast<unsigned long long>(number),
                   static_cast<unsigned long long>(timeout_ns_ / 1000000));
     // Resume: counters and clocks stay (they only grow; the next drain
@@ -598,6 +599,11 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
 Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     phase_.store(phase_p2p, std::memory_order_release);
     hold();  // until resume: no application thread enters weft now
+    // The blocked count goes out before the phase word: a peer that sees us
+    // in this phase must not read the count a previous drain left (zero after
+    // a release), or it may release its own receives without anyone seeing
+    // that every rank was blocked. Held, the count can only fall.
+    publish(status_blocked, eng_.blocked_receives());
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_p2p);
     const Deadline deadline = Deadline::after_ns(timeout_ns_);
     const uint64_t want_phase = (attempt << 4) | phase_p2p;
