@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <csignal>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -17,7 +18,7 @@ int pidfd_open(int32_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pi
 }  // namespace
 
 bool PeerMonitor::start(const std::vector<std::pair<uint32_t, int32_t>>& peer_pids,
-                        std::function<void(uint32_t)> on_death) {
+                        std::function<void(uint32_t)> on_death, bool watch) {
     on_death_ = std::move(on_death);
     stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd_ < 0) {
@@ -29,7 +30,7 @@ bool PeerMonitor::start(const std::vector<std::pair<uint32_t, int32_t>>& peer_pi
         if (fd < 0) {
             if (errno == ESRCH) {
                 // Already gone before we looked: report it straight away.
-                on_death_(peer);
+                if (watch) on_death_(peer);
                 continue;
             }
             WEFT_LOG(warn, "pidfd_open(%d): %s; local death of peer %u will not be seen at once",
@@ -39,8 +40,19 @@ bool PeerMonitor::start(const std::vector<std::pair<uint32_t, int32_t>>& peer_pi
         pidfds_.push_back(fd);
         peers_.push_back(peer);
     }
-    thread_ = std::thread([this] { run(); });
+    if (watch) thread_ = std::thread([this] { run(); });
     return true;
+}
+
+bool PeerMonitor::kill(uint32_t peer) const {
+    for (size_t i = 0; i < peers_.size(); ++i) {
+        if (peers_[i] != peer) continue;
+        if (syscall(SYS_pidfd_send_signal, pidfds_[i], SIGKILL, nullptr, 0) == 0) return true;
+        if (errno != ESRCH)
+            WEFT_LOG(warn, "pidfd_send_signal(SIGKILL) to peer %u: %s", peer, std::strerror(errno));
+        return false;
+    }
+    return false;
 }
 
 void PeerMonitor::stop() {

@@ -5,6 +5,11 @@
 // the moment its process exits, however it died, so a SIGKILLed peer is
 // declared failed within microseconds — without any heartbeat traffic and
 // without the transport noticing (UCX over shm never does).
+//
+// The same pidfds fence: a same-host peer declared failed while it is only
+// stopped could resume and write straight into mapped memory, which no
+// transport can refuse, so its peers SIGKILL it through the pidfd (never by
+// pid: a pidfd cannot name a recycled process).
 #pragma once
 
 #include <cstdint>
@@ -17,11 +22,15 @@ namespace weft {
 class PeerMonitor {
 public:
     ~PeerMonitor() { stop(); }
-    // on_death(peer) runs on the monitor thread.
+    // on_death(peer) runs on the monitor thread; with watch false no thread
+    // runs and the pidfds only serve kill().
     // Returns false (and logs) if pidfds are unavailable.
     bool start(const std::vector<std::pair<uint32_t, int32_t>>& peer_pids,
-               std::function<void(uint32_t)> on_death);
+               std::function<void(uint32_t)> on_death, bool watch = true);
     void stop();
+    // SIGKILLs a watched peer; false if it has no pidfd (another host) or
+    // the signal failed (it is gone already).
+    bool kill(uint32_t peer) const;
 
 private:
     void run();

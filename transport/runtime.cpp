@@ -61,12 +61,16 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     if (st != WEFT_OK) return st;
 
     std::vector<std::pair<uint32_t, int32_t>> local;
+    for (uint32_t p = 0; p < peers_.size(); ++p)
+        if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
     // WEFT_PIDFD_MONITOR=0 leaves failure detection to the transport alone,
-    // as for peers on other hosts (tests of the verbs QP-error path use it).
-    if (env_u64("WEFT_PIDFD_MONITOR", 1) != 0)
-        for (uint32_t p = 0; p < peers_.size(); ++p)
-            if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
-    monitor_.start(local, [this](uint32_t p) { declare_failed(p, "process exited"); });
+    // as for peers on other hosts (tests of the verbs QP-error path use it);
+    // the pidfds are still opened, for fencing.
+    const bool watch = env_u64("WEFT_PIDFD_MONITOR", 1) != 0;
+    monitor_.start(local, [this](uint32_t p) { declare_failed(p, "process exited"); }, watch);
+    const std::string fence = env_string("WEFT_FT_FENCE", "kill");
+    if (fence != "kill" && fence != "drop") WEFT_LOG(warn, "WEFT_FT_FENCE=%s: expected kill or drop; kill", fence.c_str());
+    fence_kill_ = fence != "drop";
     if (before_ready) {
         st = before_ready();
         if (st != WEFT_OK) return st;
@@ -231,6 +235,10 @@ uint32_t Runtime::dispatch_failures() {
         // was only stopped and resumes (its peers already act on its death).
         fenced_[p] = 1;
         ++fenced_count_;
+        // A same-host peer could still write into memory we share with it:
+        // make the declaration true (fail-stop) rather than trust it is dead.
+        if (fence_kill_ && peers_[p].same_host && monitor_.kill(p))
+            WEFT_LOG(debug, "peer %u SIGKILLed to fence it (declared failed, maybe only stopped)", p);
         backend_->peer_failed(p);
         if (failure_listener_) failure_listener_(failure_listener_arg_, p, false);
         if (failure_handler_) failure_handler_(failure_arg_, p);

@@ -185,6 +185,7 @@ private:
     std::vector<uint8_t> fenced_;  // application thread only
     uint64_t fenced_drops_ = 0;
     uint32_t fenced_count_ = 0;
+    bool fence_kill_ = true;  // WEFT_FT_FENCE=kill: SIGKILL same-host peers declared failed
     bool multi_threaded_ = false;
     std::mutex api_mutex_;
     // Internal active messages use ids past the user's range.

@@ -14,8 +14,12 @@
 #include <weft/ft.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace mp;
 
@@ -473,8 +477,9 @@ TEST_F(Ft, ShortStopIsNotDeclared) {
 
 // mp.ft.stop_long.*: rank 2 of 3 is stopped for 3 s: declared, and fenced
 // after it resumes — its message and active message to rank 0 are dropped,
-// while rank 1's arrive. (Its one-sided put is not fenced on shm: it stamps
-// when it stopped into rank 0's window that way, for the record.)
+// while rank 1's arrive. Runs with WEFT_FT_FENCE=drop, so that the victim
+// lives on to try. (Its one-sided put is not fenced that way on shm: it
+// stamps when it stopped into rank 0's window, for the record.)
 std::atomic<int> am_from_victim{0};
 void count_am(void*, uint32_t, const void*, size_t) { am_from_victim.fetch_add(1); }
 
@@ -546,6 +551,54 @@ TEST_F(Ft, LongStopIsDeclaredAndFenced) {
         EXPECT_EQ(flag, 0) << "a fenced rank's message was queued";
         EXPECT_EQ(am_from_victim.load(), 0) << "a fenced rank's active message ran";
     }
+}
+
+// mp.ft.stop_kill.*: the same stop under the default WEFT_FT_FENCE=kill.
+// Its same-host peers SIGKILL it when they declare it, while it is still
+// stopped, so the one-sided put it would make on resuming (which nothing
+// could refuse on shm) never lands, and its process is gone.
+TEST_F(Ft, LongStopIsDeclaredAndKilled) {
+    ASSERT_EQ(size, 3u);
+    const uint32_t victim = 2;
+    void* base = nullptr;
+    weft_window_t win = nullptr;
+    ASSERT_EQ(weft_window_allocate(ctx, 64, &base, &win), WEFT_OK);
+    auto* words = static_cast<uint64_t*>(base);  // [0] the victim's marker, [1] its pid
+    if (rank == victim) {
+        const uint64_t pid = static_cast<uint64_t>(getpid());
+        for (uint32_t r = 0; r < victim; ++r) ASSERT_EQ(weft_put(win, r, 8, &pid, 8), WEFT_OK);
+        for (uint32_t r = 0; r < victim; ++r) ASSERT_EQ(weft_flush(win, r), WEFT_OK);
+    }
+    barrier();
+    if (rank == victim) {
+        uint64_t last = now_ns();
+        const uint64_t end = last + 30'000'000'000ull;
+        while (now_ns() < end) {
+            weft_wait(ctx, 1000000);
+            const uint64_t now = now_ns();
+            if (now - last > 1'500'000'000ull) break;
+            last = now;
+        }
+        // Reached only if nobody fenced it (or it never stopped).
+        const uint64_t marker = 0xfe4ce;
+        for (uint32_t r = 0; r < victim; ++r) weft_put(win, r, 0, &marker, 8);
+        for (uint32_t r = 0; r < victim; ++r) weft_flush(win, r);
+        std::fprintf(stderr, "[rank %u] ran on after its stop: not fenced\n", rank);
+        std::_Exit(0);
+    }
+    ASSERT_NE(wait_failed(w_, 1), UINT32_MAX) << "the stopped rank was never declared";
+    const pid_t pid = static_cast<pid_t>(std::atomic_ref<uint64_t>(words[1]).load());
+    ASSERT_GT(pid, 0);
+    // Its exit, however long the stop lasts (a pidfd also sees a zombie).
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (fd >= 0) {
+        pollfd p{fd, POLLIN, 0};
+        EXPECT_EQ(poll(&p, 1, 30000), 1) << "the declared rank (pid " << pid << ") is still alive after 30 s";
+        close(fd);
+    } else {
+        EXPECT_EQ(errno, ESRCH) << "pidfd_open: " << std::strerror(errno);
+    }
+    EXPECT_EQ(std::atomic_ref<uint64_t>(words[0]).load(), 0u) << "the declared rank wrote into our window";
 }
 
 // mp.ft.oversubscribed.*: 4 ranks on this machine's 2 cores, each

@@ -41,6 +41,7 @@ struct Proc {
     pid_t pid = -1;
     bool exited = false;
     bool expected_death = false;  // the victim of an injected fault
+    bool stopped_by_fault = false;  // its peers may fence it with SIGKILL
     int status = 0;               // waitpid status once exited
     int conn = -1;                // index into connections, -1 if none
 };
@@ -160,9 +161,11 @@ void Launcher::spawn(uint32_t index) {
         points += (f.action == FaultAction::kill ? "kill@" : "stop@") + f.at + "#" + std::to_string(f.count);
         if (f.action == FaultAction::kill) p.expected_death = true;
     }
-    for (const auto& f : opt_.faults)
-        if (f.after_s >= 0 && f.action == FaultAction::kill && f.job == p.job && f.rank == p.rank)
-            p.expected_death = true;
+    for (const auto& f : opt_.faults) {
+        if (f.job != p.job || f.rank != p.rank) continue;
+        if (f.after_s >= 0 && f.action == FaultAction::kill) p.expected_death = true;
+        if (f.action == FaultAction::stop) p.stopped_by_fault = true;
+    }
     // Prepare everything before fork: the child only calls async-signal-safe
     // functions (and hwloc's binding, which only issues a syscall).
     std::vector<std::string> env_strings = {
@@ -466,6 +469,11 @@ void Launcher::reap() {
             if (!ok && p.expected_death && opt_.keep_survivors && WIFSIGNALED(status) &&
                 WTERMSIG(status) == SIGKILL) {
                 say("job %u rank %u was killed as the fault asked", p.job, p.rank);
+            } else if (!ok && p.stopped_by_fault && opt_.keep_survivors && WIFSIGNALED(status) &&
+                       WTERMSIG(status) == SIGKILL) {
+                // Stopped past the failure timeout: its peers declared it
+                // failed and fenced it (WEFT_FT_FENCE=kill).
+                say("job %u rank %u was killed after its stop (fenced by its peers)", p.job, p.rank);
             } else if (!ok) {
                 if (WIFSIGNALED(status))
                     std::fprintf(stderr, "weft-run: job %u rank %u (pid %d) killed by signal %d (%s)\n", p.job,
