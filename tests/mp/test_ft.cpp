@@ -480,6 +480,21 @@ TEST_F(Ft, ShortStopIsNotDeclared) {
 // while rank 1's arrive. Runs with WEFT_FT_FENCE=drop, so that the victim
 // lives on to try. (Its one-sided put is not fenced that way on shm: it
 // stamps when it stopped into rank 0's window, for the record.)
+// The victim of a stop fault progresses until it notices a gap of 1.5 s
+// (it was stopped and has resumed); returns when the gap began, 0 if none
+// came within 30 s.
+uint64_t progress_until_stopped() {
+    uint64_t last = now_ns();
+    const uint64_t end = last + 30'000'000'000ull;
+    while (now_ns() < end) {
+        weft_wait(ctx, 1000000);
+        const uint64_t now = now_ns();
+        if (now - last > 1'500'000'000ull) return last;
+        last = now;
+    }
+    return 0;
+}
+
 std::atomic<int> am_from_victim{0};
 void count_am(void*, uint32_t, const void*, size_t) { am_from_victim.fetch_add(1); }
 
@@ -492,17 +507,7 @@ TEST_F(Ft, LongStopIsDeclaredAndFenced) {
     ASSERT_EQ(weft_am_register(ctx, 7, count_am, nullptr), WEFT_OK);
     barrier();
     if (rank == victim) {
-        uint64_t last = now_ns(), stopped_at = 0;
-        const uint64_t end = last + 30'000'000'000ull;
-        while (now_ns() < end) {
-            weft_wait(ctx, 1000000);
-            const uint64_t now = now_ns();
-            if (now - last > 1'500'000'000ull) {
-                stopped_at = last;
-                break;
-            }
-            last = now;
-        }
+        const uint64_t stopped_at = progress_until_stopped();
         ASSERT_NE(stopped_at, 0u) << "never stopped: run under --fault stop:rank=2:after=SEC:for=3";
         ASSERT_EQ(weft_put(win, 0, 0, &stopped_at, 8), WEFT_OK);
         ASSERT_EQ(weft_flush(win, 0), WEFT_OK);
@@ -571,14 +576,7 @@ TEST_F(Ft, LongStopIsDeclaredAndKilled) {
     }
     barrier();
     if (rank == victim) {
-        uint64_t last = now_ns();
-        const uint64_t end = last + 30'000'000'000ull;
-        while (now_ns() < end) {
-            weft_wait(ctx, 1000000);
-            const uint64_t now = now_ns();
-            if (now - last > 1'500'000'000ull) break;
-            last = now;
-        }
+        progress_until_stopped();
         // Reached only if nobody fenced it (or it never stopped).
         const uint64_t marker = 0xfe4ce;
         for (uint32_t r = 0; r < victim; ++r) weft_put(win, r, 0, &marker, 8);
