@@ -59,14 +59,20 @@ Status Detector::attach() {
         mode_ = Mode::thread;
     } else if (force_progress && caps.atomics != WEFT_ATOMICS_EMULATED && caps.atomics != WEFT_ATOMICS_NONE) {
         mode_ = Mode::progress;
+    } else if ((channel_ = rt_.backend().observer_channel(*sw_)) != nullptr) {
+        // Its own QPs, answered by the peers' NICs: the thread observes and
+        // relays without the application thread or the peers' CPUs. A wait
+        // for one answer is bounded so that one slow peer cannot stall the
+        // observation of the others for long.
+        mode_ = Mode::channel;
+        channel_wait_ns_ = std::max<uint64_t>(cfg_.period_ns / 4, ms);
     } else {
         // DESIGN.md: emulated atomics (and gets) move only when the target
         // progresses; a rank computing for a second would be declared dead.
-        // Over a NIC (verbs, UCX over rc/ud) the progress path is opt-in
-        // (WEFT_FT_DETECTOR=progress): in the soft-RoCE VM its blocking
-        // reads of a dead or slow peer stalled progress for the transport's
-        // whole retry time and declared live ranks failed under TCG's
-        // slowness; it needs a real fabric to be tuned.
+        // UCX over a NIC (rc/ud) has no observer channel yet; its progress
+        // path is opt-in (WEFT_FT_DETECTOR=progress): blocking reads of a
+        // dead peer would stall the application's progress for the
+        // transport's whole retry time.
         mode_ = Mode::beat_only;
         WEFT_LOG(info, "failure detector: heartbeats are not observed over %s (%s); failures come from the transport, "
                        "the pidfd monitor and the launcher",
@@ -134,12 +140,12 @@ void Detector::run() {
         }
         // Cleared before the tick: a declaration during it kicks again.
         kick_ = false;
-        if (mode_ == Mode::thread && observing_) tick(now, now >= next_observe_);
+        if (threaded() && observing_) tick(now, now >= next_observe_);
         cv_.wait_for(lk, std::chrono::nanoseconds(poll_ns), [&] { return stop_ || kick_.load(); });
     }
     // Finalizing: relay what we know before the window goes, so a rank
     // that learned a failure and then left still passed it on.
-    if (mode_ == Mode::thread && relay_on_stop_) {
+    if (threaded() && relay_on_stop_) {
         absorb_notices();
         propagate();
     }
@@ -169,12 +175,16 @@ void Detector::tick(uint64_t now, bool do_observe) {
     propagate();  // what we just declared goes out now, not a poll later
 }
 
-bool Detector::read_word(uint32_t p, uint64_t off, uint64_t& v) {
+Detector::Read Detector::read_word(uint32_t p, uint64_t off, uint64_t& v) {
     if (mode_ == Mode::thread) {
         v = word_at(sw_->remote[p].direct, off).load(std::memory_order_acquire);
-        return true;
+        return Read::value;
     }
-    return sw_->ops->get(sw_, p, off, &v, sizeof v) == WEFT_OK;
+    if (mode_ == Mode::channel) {
+        const Status st = channel_->read(p, off, v, Deadline::after_ns(channel_wait_ns_));
+        return st == WEFT_OK ? Read::value : st == WEFT_ERR_TIMEOUT ? Read::no_answer : Read::failed;
+    }
+    return sw_->ops->get(sw_, p, off, &v, sizeof v) == WEFT_OK ? Read::value : Read::failed;
 }
 
 void Detector::observe(uint64_t credited) {
@@ -196,15 +206,18 @@ void Detector::observe(uint64_t credited) {
             continue;
         }
         uint64_t hb = 0;
-        if (!read_word(p, WEFT_STATE_HEARTBEAT_OFF, hb)) continue;  // the transport reports that itself
-        if (!o.watching || hb != o.last) {
-            o = Obs{true, hb, 0};
+        const Read got = read_word(p, WEFT_STATE_HEARTBEAT_OFF, hb);
+        if (got == Read::failed) continue;  // the transport reports that itself
+        // An unanswered read (channel mode) is silence too: a peer whose NIC
+        // stops answering is heard no more than one whose beat stopped.
+        if (!o.watching || (got == Read::value && hb != o.last)) {
+            o = Obs{true, got == Read::value ? hb : o.last, 0};
             continue;
         }
         o.silent_ns += credited;
         if (o.silent_ns < cfg_.timeout_ns) continue;
         uint64_t fin = 0;
-        if (read_word(p, WEFT_STATE_FINALIZED_OFF, fin) && fin == 1) {
+        if (read_word(p, WEFT_STATE_FINALIZED_OFF, fin) == Read::value && fin == 1) {
             o.silent_ns = 0;  // it finalized: departed, not failed
             continue;
         }
@@ -251,10 +264,15 @@ void Detector::push_bit(uint32_t target, uint32_t failed) {
         return;
     }
     // Fetch-or by compare-swap: the transports have no remote fetch-or.
+    auto compare_swap = [&](uint64_t off_, uint64_t expected_, uint64_t desired, uint64_t& old_) {
+        if (mode_ == Mode::channel)
+            return channel_->compare_swap(target, off_, expected_, desired, old_, Deadline::after_ns(channel_wait_ns_));
+        return sw_->ops->compare_swap(sw_, target, off_, expected_, desired, &old_);
+    };
     uint64_t expected = 0;
     for (int i = 0; i < 64; ++i) {
         uint64_t old = 0;
-        if (sw_->ops->compare_swap(sw_, target, off, expected, expected | bit, &old) != WEFT_OK) return;
+        if (compare_swap(off, expected, expected | bit, old) != WEFT_OK) return;
         if (old == expected) {
             newly = true;
             break;
@@ -264,7 +282,10 @@ void Detector::push_bit(uint32_t target, uint32_t failed) {
     }
     if (newly) {
         uint64_t old = 0;
-        sw_->ops->fetch_add(sw_, target, WEFT_STATE_FAILURE_NOTICES_OFF, 1, &old);
+        if (mode_ == Mode::channel)
+            channel_->fetch_add(target, WEFT_STATE_FAILURE_NOTICES_OFF, 1, old, Deadline::after_ns(channel_wait_ns_));
+        else
+            sw_->ops->fetch_add(sw_, target, WEFT_STATE_FAILURE_NOTICES_OFF, 1, &old);
     }
 }
 

@@ -60,7 +60,11 @@ public:
     void stop();
 
     const DetectorConfig& config() const { return cfg_; }
-    enum class Mode { thread, progress, beat_only };
+    // thread: the detector thread reads mapped windows with CPU atomics;
+    // channel: the thread uses the transport's observer channel (verbs);
+    // progress: the application thread, through the transport's one-sided
+    // operations; beat_only: nobody observes here.
+    enum class Mode { thread, channel, progress, beat_only };
     Mode mode() const { return mode_; }
     // Application thread: the progress-hook part (progress mode only).
     uint32_t on_progress();
@@ -71,7 +75,9 @@ private:
     void observe(uint64_t credited_ns);
     void absorb_notices();
     void propagate();
-    bool read_word(uint32_t p, uint64_t off, uint64_t& v);
+    enum class Read { value, no_answer, failed };
+    Read read_word(uint32_t p, uint64_t off, uint64_t& v);
+    bool threaded() const { return mode_ == Mode::thread || mode_ == Mode::channel; }
     void push_bit(uint32_t target, uint32_t failed);
     uint64_t* own_word(uint64_t off) const;
     static void on_declared(void* arg, uint32_t peer);
@@ -80,6 +86,8 @@ private:
     DetectorConfig cfg_;
     Mode mode_ = Mode::beat_only;
     weft_window* sw_ = nullptr;
+    ObserverChannel* channel_ = nullptr;  // Mode::channel
+    uint64_t channel_wait_ns_ = 0;        // longest wait for one answer
     uint32_t n_ = 0, me_ = 0;
     std::thread thread_;
     std::mutex mu_;                // the thread's sleep, and tick() against on_progress

@@ -49,6 +49,24 @@ struct RmaOps {
     Status (*swap)(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old);
 };
 
+// One-sided access to 64-bit words of peers' state windows for the failure
+// detector's own thread, on transport resources the application's path never
+// touches (verbs: a second RC QP per peer on a CQ of its own). Observing a
+// peer then needs neither the peer's CPU (a stopped process's NIC still
+// answers) nor this process's application thread, and never races it. One
+// thread uses a channel. Offsets are into the state window. Every call
+// returns by `d`: TIMEOUT if the answer has not come (the peer's next call
+// first waits for that late answer); PEER_FAILED once the channel to the
+// peer broke, which the channel itself declared.
+class ObserverChannel {
+public:
+    virtual ~ObserverChannel() = default;
+    virtual Status read(uint32_t peer, uint64_t off, uint64_t& v, Deadline d) = 0;
+    virtual Status compare_swap(uint32_t peer, uint64_t off, uint64_t expected, uint64_t desired, uint64_t& old,
+                                Deadline d) = 0;
+    virtual Status fetch_add(uint32_t peer, uint64_t off, uint64_t add, uint64_t& old, Deadline d) = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -77,6 +95,12 @@ public:
     virtual void wake() = 0;
     // Called once, on the application thread, when peer is declared failed.
     virtual void peer_failed(uint32_t peer) { (void)peer; }
+    // The observer channel over the state window (made by this backend), or
+    // null where the transport has none. Owned by the backend.
+    virtual ObserverChannel* observer_channel(const weft_window& state_window) {
+        (void)state_window;
+        return nullptr;
+    }
 
     // Zero-copy rendezvous for point-to-point messages: the sender exposes
     // its buffer, sends {addr, key} in a small message, and the receiver

@@ -133,6 +133,10 @@ Status VerbsBackend::init() {
         }
     }
 
+    observer_ = std::make_unique<VerbsObserver>(rt_);
+    st = observer_->create(dev_.ctx, pd_, dev_.port, nconns_);
+    if (st != WEFT_OK) return st;
+
     psn_ = (static_cast<uint32_t>(getpid()) * 2654435761u ^ static_cast<uint32_t>(now_ns())) & 0xffffff;
     ConnRecord me{};
     me.psn = psn_;
@@ -142,12 +146,14 @@ Status VerbsBackend::init() {
     me.link_layer = dev_.port_attr.link_layer;
     me.mtu = static_cast<uint8_t>(dev_.port_attr.active_mtu);
     std::memcpy(me.gid, dev_.gid.raw, 16);
-    std::vector<uint8_t> mine(sizeof me + 4 * nconns_);
+    // Record: the fixed part, our QP for universe index u in slot u, then
+    // our observer QP for u in slot nconns_ + u.
+    std::vector<uint8_t> mine(sizeof me + 8 * nconns_);
     std::memcpy(mine.data(), &me, sizeof me);
-    // Our QP for universe index u goes to slot u.
     for (uint32_t p = 0; p < nconns_; ++p) {
-        const uint32_t qpn = conns_[p].qp->qp_num;
+        const uint32_t qpn = conns_[p].qp->qp_num, obs = observer_->qp(p)->qp_num;
         std::memcpy(mine.data() + sizeof me + 4 * rt_.peer(p).universe_index, &qpn, 4);
+        std::memcpy(mine.data() + sizeof me + 4 * (nconns_ + rt_.peer(p).universe_index), &obs, 4);
     }
     std::vector<std::vector<uint8_t>> all;
     st = rt_.bootstrap().exchange(wire::Scope::universe, mine, all, rt_.op_deadline());
@@ -156,11 +162,15 @@ Status VerbsBackend::init() {
         return WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs: connection exchange: %zu of %u records", all.size(), nconns_);
     const uint32_t self_u = rt_.self_universe();
     for (uint32_t u = 0; u < nconns_; ++u) {
-        if (all[u].size() != sizeof(ConnRecord) + 4 * nconns_)
+        if (all[u].size() != sizeof(ConnRecord) + 8 * nconns_)
             return WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs: connection record %u has %zu bytes", u, all[u].size());
-        uint32_t qpn;
+        uint32_t qpn, obs;
         std::memcpy(&qpn, all[u].data() + sizeof(ConnRecord) + 4 * self_u, 4);
-        st = connect(conns_[rt_.peer_of_universe(u)], all[u].data(), qpn);
+        std::memcpy(&obs, all[u].data() + sizeof(ConnRecord) + 4 * (nconns_ + self_u), 4);
+        const uint32_t p = rt_.peer_of_universe(u);
+        st = connect(conns_[p], all[u].data(), qpn);
+        if (st != WEFT_OK) return st;
+        st = bring_up(observer_->qp(p), p, all[u].data(), obs);
         if (st != WEFT_OK) return st;
     }
     // Nobody sends before every QP of the universe is ready to receive
@@ -181,7 +191,13 @@ Status VerbsBackend::connect(Conn& c, const uint8_t* remote, uint32_t remote_qpn
                          r.link_layer, dev_.port_attr.link_layer);
     c.remote_ctrl = r.ctrl_addr + sizeof(PeerCtrl) * rt_.self_universe();
     c.remote_ctrl_rkey = r.ctrl_rkey;
+    return bring_up(c.qp, c.peer, remote, remote_qpn);
+}
 
+// INIT -> RTR -> RTS towards the peer's QP remote_qpn.
+Status VerbsBackend::bring_up(ibv_qp* qp, uint32_t peer, const uint8_t* remote, uint32_t remote_qpn) {
+    ConnRecord r;
+    std::memcpy(&r, remote, sizeof r);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = static_cast<ibv_mtu>(std::min<int>(r.mtu, dev_.port_attr.active_mtu));
@@ -199,10 +215,10 @@ Status VerbsBackend::connect(Conn& c, const uint8_t* remote, uint32_t remote_qpn
     } else {
         a.ah_attr.dlid = r.lid;
     }
-    if (ibv_modify_qp(c.qp, &a,
+    if (ibv_modify_qp(qp, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: QP to peer %u -> RTR: %s", c.peer, std::strerror(errno));
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: QP to peer %u -> RTR: %s", peer, std::strerror(errno));
     a = ibv_qp_attr{};
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = psn_;
@@ -210,10 +226,10 @@ Status VerbsBackend::connect(Conn& c, const uint8_t* remote, uint32_t remote_qpn
     a.retry_cnt = qp_retry();
     a.rnr_retry = 6;  // finite: a receiver without buffers is a bug that must surface
     a.max_rd_atomic = static_cast<uint8_t>(std::min(dev_.attr.max_qp_init_rd_atom, 16));
-    if (ibv_modify_qp(c.qp, &a,
+    if (ibv_modify_qp(qp, &a,
                       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                           IBV_QP_MAX_QP_RD_ATOMIC) != 0)
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: QP to peer %u -> RTS: %s", c.peer, std::strerror(errno));
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: QP to peer %u -> RTS: %s", peer, std::strerror(errno));
     return WEFT_OK;
 }
 
@@ -237,6 +253,7 @@ VerbsBackend::~VerbsBackend() {
     if (conns_)
         for (uint32_t p = 0; p < nconns_; ++p)
             if (conns_[p].qp) ibv_destroy_qp(conns_[p].qp);
+    observer_.reset();
     if (local_mr_) ibv_dereg_mr(local_mr_);
     if (ctrl_mr_) ibv_dereg_mr(ctrl_mr_);
     if (cq_) {
@@ -716,10 +733,17 @@ Status VerbsBackend::post_failed(Conn& c, int rc) {
     return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s (peer %u)", why, c.peer);
 }
 
+ObserverChannel* VerbsBackend::observer_channel(const weft_window& state_window) {
+    if (!observer_ || !atomics_available()) return nullptr;
+    observer_->bind(state_window);
+    return observer_.get();
+}
+
 void VerbsBackend::peer_failed(uint32_t peer) {
     if (peer >= nconns_) return;
     Conn& c = conns_[peer];
     mark_dead(c);
+    if (observer_) observer_->close(peer);
     if (c.rndv_reading) check_rndv(c);
     for (auto& a : arrivals_)
         if (a.source == peer && a.rndv && !a.started) {

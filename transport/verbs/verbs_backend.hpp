@@ -1,5 +1,6 @@
 // verbs_backend.hpp — the verbs (rdma-core) backend: one RC queue pair per
-// peer (self included: the loopback QP), one CQ, windows as memory regions.
+// peer (self included: the loopback QP), one CQ, windows as memory regions;
+// plus the failure detector's own small QP per peer (verbs_observer.hpp).
 //
 // Control path (verbs_backend.cpp): device and QP bring-up, windows, active
 // messages, progress, errors. Datapath (this header and verbs_datapath.cpp):
@@ -35,6 +36,7 @@
 #include "transport/backend.hpp"
 #include "transport/runtime.hpp"
 #include "transport/verbs/verbs_device.hpp"
+#include "transport/verbs/verbs_observer.hpp"
 
 #include <infiniband/verbs.h>
 
@@ -155,6 +157,7 @@ public:
     void wait_for_event(uint64_t timeout_ns) override;
     void wake() override;
     void peer_failed(uint32_t peer) override;
+    ObserverChannel* observer_channel(const weft_window& state_window) override;
 
     // ------------------------------------------------------- datapath
     // (verbs_datapath.cpp; called through the window's RmaOps table)
@@ -233,6 +236,7 @@ private:
     uint32_t dispatch();
     Status send_eager(Conn& c, uint32_t imm, const void* payload, size_t len);
     Status connect(Conn& c, const uint8_t* remote, uint32_t remote_qpn);
+    Status bring_up(ibv_qp* qp, uint32_t peer, const uint8_t* remote, uint32_t remote_qpn);
 
     Runtime& rt_;
     Device dev_;
@@ -254,6 +258,7 @@ private:
     ibv_mr* local_mr_ = nullptr;
 
     std::unique_ptr<Conn[]> conns_;  // by peer index, universe_size of them
+    std::unique_ptr<VerbsObserver> observer_;  // the failure detector's QPs
     uint32_t nconns_ = 0;
 
     // CQ entries taken but not yet handled: pollers share this cursor so a
