@@ -53,8 +53,13 @@ Status Detector::attach() {
         if (!sw_->remote[p].direct) mapped = false;
     // WEFT_FT_DETECTOR=progress forces the transport path where the thread
     // could observe (tests run the verbs code path on shm and UCX that way).
-    const bool force_progress = env_string("WEFT_FT_DETECTOR", "auto") == "progress";
-    if (mapped && !force_progress && caps.atomics == WEFT_ATOMICS_CPU &&
+    // WEFT_FT_DETECTOR=channel forces the observer channel where windows
+    // are mapped (tests run UCX's channel on shm that way).
+    const std::string forced = env_string("WEFT_FT_DETECTOR", "auto");
+    const bool force_progress = forced == "progress", force_channel = forced == "channel";
+    if (forced != "auto" && !force_progress && !force_channel)
+        WEFT_LOG(warn, "WEFT_FT_DETECTOR=%s: expected auto, channel or progress; auto", forced.c_str());
+    if (mapped && !force_progress && !force_channel && caps.atomics == WEFT_ATOMICS_CPU &&
         caps.atomic_scope == WEFT_ATOMIC_SCOPE_GLOBAL) {
         mode_ = Mode::thread;
     } else if (force_progress && caps.atomics != WEFT_ATOMICS_EMULATED && caps.atomics != WEFT_ATOMICS_NONE) {
@@ -128,7 +133,10 @@ void Detector::run() {
     // Notices are checked every poll (a local load); beats and observations
     // once per period. 1–10 ms keeps relaying fast without stealing an
     // oversubscribed core (a few µs of work per wake-up).
-    const uint64_t poll_ns = std::clamp<uint64_t>(cfg_.period_ns / 10, 1 * ms, 10 * ms);
+    // A channel whose peers' operations we serve ourselves (UCX emulation)
+    // is served every millisecond.
+    const bool serving = mode_ == Mode::channel && channel_->needs_serving();
+    const uint64_t poll_ns = serving ? 1 * ms : std::clamp<uint64_t>(cfg_.period_ns / 10, 1 * ms, 10 * ms);
     uint64_t beat = 0, next_beat = 0;
     std::unique_lock<std::mutex> lk(mu_);
     while (!stop_) {
@@ -140,6 +148,7 @@ void Detector::run() {
         }
         // Cleared before the tick: a declaration during it kicks again.
         kick_ = false;
+        if (serving) channel_->serve();
         if (threaded() && observing_) tick(now, now >= next_observe_);
         cv_.wait_for(lk, std::chrono::nanoseconds(poll_ns), [&] { return stop_ || kick_.load(); });
     }

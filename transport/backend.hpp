@@ -65,6 +65,11 @@ public:
     virtual Status compare_swap(uint32_t peer, uint64_t off, uint64_t expected, uint64_t desired, uint64_t& old,
                                 Deadline d) = 0;
     virtual Status fetch_add(uint32_t peer, uint64_t off, uint64_t add, uint64_t& old, Deadline d) = 0;
+    // Where peers' operations are served by this process's software (UCX's
+    // emulation over tcp), the detector thread calls serve() at least every
+    // millisecond; elsewhere (a NIC answers) never.
+    virtual bool needs_serving() const { return false; }
+    virtual void serve() {}
 };
 
 class Backend {

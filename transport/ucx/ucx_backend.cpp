@@ -25,6 +25,7 @@
 #if WEFT_HAVE_UCX
 
 #include "transport/runtime.hpp"
+#include "transport/ucx/ucx_observer.hpp"
 
 #include <ucp/api/ucp.h>
 
@@ -119,6 +120,9 @@ struct Endpoint {
 struct WindowData {
     UcxBackend* backend = nullptr;
     ucp_mem_h memh = nullptr;
+    // The packed keys by rank, kept only until the observer channel is bound
+    // (the state window, the first window, needs them twice).
+    std::vector<std::vector<uint8_t>> packed_rkeys;
 };
 
 // A rendezvous message whose data is being pulled into `buf`.
@@ -169,7 +173,11 @@ public:
     uint32_t progress() override;
     void wait_for_event(uint64_t timeout_ns) override;
     void wake() override { ucp_worker_signal(worker_); }
-    void peer_failed(uint32_t peer) override { kill_endpoint(peer); }
+    void peer_failed(uint32_t peer) override {
+        kill_endpoint(peer);
+        if (observer_ && peer < rt_.size()) observer_->close(peer);
+    }
+    ObserverChannel* observer_channel(const weft_window& state_window) override;
     Status expose(const void* buf, size_t len, ExposedBuffer& out) override;
     void unexpose(ExposedBuffer& b) override;
     Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
@@ -254,6 +262,7 @@ private:
     uint32_t unstarted_rndv_ = 0;
     std::vector<std::vector<uint8_t>> spare_;  // recycled eager buffers
     std::vector<ucs_status_ptr_t> flush_reqs_;
+    std::unique_ptr<UcxObserver> observer_;  // the failure detector's worker
 };
 
 // ------------------------------------------------------------- RMA table
@@ -287,7 +296,10 @@ Status UcxBackend::init() {
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_config_read: %s", ucs_status_string(s));
     ucp_params_t params;
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    // Two workers on two threads (ours and the failure detector's, see
+    // ucx_observer.hpp) share the context's registrations.
+    params.mt_workers_shared = 1;
     // WAKEUP: ucp_worker_get_efd/arm/signal for wait_for_event and wake.
     params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
     params.estimated_num_eps = rt_.universe_size();
@@ -322,14 +334,36 @@ Status UcxBackend::init() {
     size_t addr_len = 0;
     s = ucp_worker_get_address(worker_, &addr, &addr_len);
     if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_get_address: %s", ucs_status_string(s));
-    std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + addr_len);
+    // Record: the main worker's address length, that address, then the
+    // failure detector's worker address.
+    std::vector<uint8_t> mine;
+    wire::put_u32(mine, static_cast<uint32_t>(addr_len));
+    mine.insert(mine.end(), reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + addr_len);
     ucp_worker_release_address(worker_, addr);
+    observer_ = std::make_unique<UcxObserver>(rt_, context_);
+    std::vector<uint8_t> observer_addr;
+    Status st = observer_->create(rt_.size(), observer_addr);
+    if (st != WEFT_OK) return st;
+    mine.insert(mine.end(), observer_addr.begin(), observer_addr.end());
     std::vector<std::vector<uint8_t>> all;
-    Status st = rt_.bootstrap().exchange(wire::Scope::universe, mine, all, rt_.op_deadline());
+    st = rt_.bootstrap().exchange(wire::Scope::universe, mine, all, rt_.op_deadline());
     if (st != WEFT_OK) return WEFT_FAIL(st, "ucx worker address exchange failed");
 
     const uint32_t n = rt_.universe_size();
     if (all.size() != n) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx address exchange: %zu of %u records", all.size(), n);
+    for (uint32_t u = 0; u < n; ++u) {
+        const auto& b = all[u];
+        if (b.size() < 4 || b.size() < 4ull + wire::get_u32(b.data()))
+            return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx address record %u corrupted", u);
+        const uint32_t main_len = wire::get_u32(b.data());
+        const uint32_t p = rt_.peer_of_universe(u);
+        // The detector observes its own job only.
+        if (p < rt_.size() && p != rt_.rank()) {
+            st = observer_->connect(p, std::vector<uint8_t>(b.begin() + 4 + main_len, b.end()), peer_err_mode_);
+            if (st != WEFT_OK) return st;
+        }
+        all[u] = std::vector<uint8_t>(b.begin() + 4, b.begin() + 4 + main_len);
+    }
     eps_.assign(n, Endpoint{});
     for (uint32_t u = 0; u < n; ++u) {
         const uint32_t p = rt_.peer_of_universe(u);
@@ -368,24 +402,11 @@ UcxBackend::~UcxBackend() {
     if (worker_) {
         // finalize's barrier already met every live peer: force-close.
         for (auto& e : eps_) force_close(e);
-        std::vector<ucs_status_ptr_t> closing = std::move(killed_);
-        const Deadline d = rt_.op_deadline();
-        Backoff backoff;
-        while (!closing.empty() && !d.passed()) {
-            ucp_worker_progress(worker_);
-            std::erase_if(closing, [](ucs_status_ptr_t r) {
-                if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-                ucp_request_free(r);
-                return true;
-            });
-            backoff.pause();
-        }
-        if (!closing.empty()) {
-            WEFT_LOG(warn, "ucx: %zu endpoints did not close before the deadline", closing.size());
-            for (auto r : closing) ucp_request_free(r);
-        }
+        if (const size_t left = finish_ep_closes(worker_, killed_, rt_.op_deadline()))
+            WEFT_LOG(warn, "ucx: %zu endpoints did not close before the deadline", left);
         ucp_worker_destroy(worker_);
     }
+    observer_.reset();  // its worker, before the context (the detector thread has stopped)
     if (context_) ucp_cleanup(context_);
     for (auto& a : arrivals_)
         if (a.rndv) std::free(a.rndv->buf);
@@ -432,6 +453,14 @@ Status UcxBackend::complete(ucs_status_ptr_t req, uint32_t peer, const char* wha
     }
 }
 
+ObserverChannel* UcxBackend::observer_channel(const weft_window& sw) {
+    auto* data = static_cast<WindowData*>(sw.backend_data);
+    if (!observer_ || !data || observer_->bound()) return nullptr;
+    const Status st = observer_->bind(sw, data->packed_rkeys);
+    data->packed_rkeys = {};
+    return st == WEFT_OK ? observer_.get() : nullptr;
+}
+
 void UcxBackend::kill_endpoint(uint32_t peer) {
     Endpoint& e = eps_[peer];
     e.dead = true;
@@ -440,15 +469,7 @@ void UcxBackend::kill_endpoint(uint32_t peer) {
     WEFT_LOG(debug, "ucx: endpoint to failed peer %u force-closed", peer);
 }
 
-void UcxBackend::force_close(Endpoint& e) {
-    if (!e.ep) return;
-    ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t r = ucp_ep_close_nbx(e.ep, &p);
-    if (r && !UCS_PTR_IS_ERR(r)) killed_.push_back(r);
-    e.ep = nullptr;
-}
+void UcxBackend::force_close(Endpoint& e) { force_close_ep(e.ep, killed_); }
 
 void UcxBackend::abandon(void* req) {
     // UCX keeps progressing a freed request and may still write the slot
@@ -554,6 +575,8 @@ Status UcxBackend::unpack_window(weft_window& w, const std::vector<std::vector<u
             return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "rank %u called a different window constructor", r);
     }
     w.remote_storage.assign(n, RemoteRegion{});
+    WindowData* keep = observer_ && !observer_->bound() ? static_cast<WindowData*>(w.backend_data) : nullptr;
+    if (keep) keep->packed_rkeys.assign(n, {});
     for (uint32_t r = 0; r < n; ++r) {
         const auto& b = all[r];
         RemoteRegion& reg = w.remote_storage[r];
@@ -568,6 +591,7 @@ Status UcxBackend::unpack_window(weft_window& w, const std::vector<std::vector<u
                                                 static_cast<unsigned long long>(reg.size));
             continue;
         }
+        if (keep) keep->packed_rkeys[r].assign(b.begin() + 21, b.end());
         if (rt_.peer_failed(r)) continue;  // never addressed: the API checks peer_failed first
         ucp_rkey_h rkey = nullptr;
         ucs_status_t s = ucp_ep_rkey_unpack(eps_[r].ep, b.data() + 21, &rkey);

@@ -1,0 +1,206 @@
+// ucx_observer.cpp — the failure detector's UCX path (see ucx_observer.hpp).
+#include <weft/config.hpp>
+
+#if WEFT_HAVE_UCX
+
+#include "transport/ucx/ucx_observer.hpp"
+
+#include <cstdio>
+#include <thread>
+
+namespace weft {
+
+size_t finish_ep_closes(ucp_worker_h worker, std::vector<ucs_status_ptr_t>& closing, Deadline d) {
+    Backoff backoff;
+    while (!closing.empty() && !d.passed()) {
+        ucp_worker_progress(worker);
+        std::erase_if(closing, [](ucs_status_ptr_t r) {
+            if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+            ucp_request_free(r);
+            return true;
+        });
+        backoff.pause();
+    }
+    const size_t left = closing.size();
+    for (ucs_status_ptr_t r : closing) ucp_request_free(r);
+    closing.clear();
+    return left;
+}
+
+void force_close_ep(ucp_ep_h& ep, std::vector<ucs_status_ptr_t>& closing) {
+    if (!ep) return;
+    ucp_request_param_t prm;
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &prm);
+    if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
+    ep = nullptr;
+}
+
+UcxObserver::~UcxObserver() {
+    if (!worker_) return;
+    for (uint32_t i = 0; i < npeers_; ++i) shut(peers_[i]);
+    if (const size_t left = finish_ep_closes(worker_, closing_, Deadline::after_ns(2'000'000'000ull)))
+        WEFT_LOG(warn, "ucx observer: %zu endpoints did not close in 2 s", left);
+    ucp_worker_destroy(worker_);
+}
+
+Status UcxObserver::create(uint32_t npeers, std::vector<uint8_t>& address) {
+    ucp_worker_params_t wp;
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the detector thread only (and init before it starts)
+    ucs_status_t s = ucp_worker_create(context_, &wp, &worker_);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_worker_create: %s", ucs_status_string(s));
+    ucp_address_t* addr = nullptr;
+    size_t len = 0;
+    s = ucp_worker_get_address(worker_, &addr, &len);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_worker_get_address: %s", ucs_status_string(s));
+    address.assign(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
+    ucp_worker_release_address(worker_, addr);
+    npeers_ = npeers;
+    peers_ = std::make_unique<Peer[]>(npeers);
+    for (uint32_t i = 0; i < npeers; ++i) {
+        peers_[i].self = this;
+        peers_[i].index = i;
+    }
+    return WEFT_OK;
+}
+
+Status UcxObserver::connect(uint32_t peer, const std::vector<uint8_t>& address, bool peer_err_mode) {
+    if (address.empty()) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx observer: no address from peer %u", peer);
+    Peer& p = peers_[peer];
+    ucp_ep_params_t ep;
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    ep.err_mode = peer_err_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    if (peer_err_mode) {
+        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.err_handler.cb = on_ep_error;
+        ep.err_handler.arg = &p;
+    }
+    const ucs_status_t s = ucp_ep_create(worker_, &ep, &p.ep);
+    if (s != UCS_OK)
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_ep_create to peer %u: %s", peer, ucs_status_string(s));
+    return WEFT_OK;
+}
+
+Status UcxObserver::bind(const weft_window& sw, const std::vector<std::vector<uint8_t>>& packed) {
+    bound_ = true;
+    for (uint32_t r = 0; r < sw.nranks && r < npeers_ && r < packed.size(); ++r) {
+        Peer& p = peers_[r];
+        if (r == rt_.rank() || !p.ep || packed[r].empty()) continue;
+        p.addr = sw.remote[r].addr;
+        const ucs_status_t s = ucp_ep_rkey_unpack(p.ep, packed[r].data(), &p.rkey);
+        if (s != UCS_OK)
+            return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_ep_rkey_unpack for rank %u: %s", r,
+                             ucs_status_string(s));
+    }
+    return WEFT_OK;
+}
+
+void UcxObserver::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    // Inside ucp_worker_progress on the detector thread: mark and report.
+    auto* p = static_cast<Peer*>(arg);
+    char why[96];
+    std::snprintf(why, sizeof why, "ucx observer endpoint error: %s", ucs_status_string(status));
+    p->self->broke(*p, why);
+}
+
+void UcxObserver::broke(Peer& p, const char* why) {
+    if (p.dead.exchange(true)) return;
+    rt_.declare_failed(p.index, why);
+}
+
+bool UcxObserver::settle(Peer& p) {
+    if (!p.req) return true;
+    const ucs_status_t s = ucp_request_check_status(p.req);
+    if (s == UCS_INPROGRESS) return false;
+    ucp_request_free(p.req);
+    p.req = nullptr;
+    if (s != UCS_OK) {
+        char why[96];
+        std::snprintf(why, sizeof why, "ucx observer: operation failed: %s", ucs_status_string(s));
+        broke(p, why);
+    }
+    return true;
+}
+
+void UcxObserver::shut(Peer& p) {
+    // The slot outlives the worker, so a freed request may still land in it.
+    if (p.req) ucp_request_free(p.req);
+    p.req = nullptr;
+    p.dead.store(true);
+    force_close_ep(p.ep, closing_);
+    if (p.rkey) ucp_rkey_destroy(p.rkey);
+    p.rkey = nullptr;
+}
+
+void UcxObserver::serve() {
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
+    }
+    for (uint32_t i = 0; i < npeers_; ++i) {
+        Peer& p = peers_[i];
+        if (p.ep && p.close_wanted.load(std::memory_order_acquire)) shut(p);
+    }
+}
+
+Status UcxObserver::run(uint32_t peer, Op op, uint64_t off, uint64_t a, uint64_t b, uint64_t& out, Deadline d) {
+    if (peer >= npeers_ || !peers_[peer].rkey)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "ucx observer: no state window of peer %u", peer);
+    Peer& p = peers_[peer];
+    // The answer may need the peer's detector thread (emulation): poll our
+    // worker, yielding, until it comes or the deadline passes.
+    auto wait = [&] {
+        for (;;) {
+            ucp_worker_progress(worker_);
+            if (p.dead.load() || settle(p)) return true;
+            if (d.passed()) return false;
+            std::this_thread::yield();
+        }
+    };
+    if (!wait()) return WEFT_ERR_TIMEOUT;  // the previous answer is still out
+    if (p.dead.load() || p.close_wanted.load()) return WEFT_ERR_PEER_FAILED;
+    ucp_request_param_t prm;
+    prm.op_attr_mask = 0;
+    ucs_status_ptr_t r;
+    if (op == Op::get) {
+        r = ucp_get_nbx(p.ep, &p.reply, 8, p.addr + off, p.rkey, &prm);
+    } else {
+        // CSWAP: operand = compare value, reply = swap value in / old out.
+        p.operand = a;
+        p.reply = b;
+        prm.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+        prm.datatype = ucp_dt_make_contig(8);
+        prm.reply_buffer = &p.reply;
+        r = ucp_atomic_op_nbx(p.ep, op == Op::cswap ? UCP_ATOMIC_OP_CSWAP : UCP_ATOMIC_OP_ADD, &p.operand, 1,
+                              p.addr + off, p.rkey, &prm);
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        char why[96];
+        std::snprintf(why, sizeof why, "ucx observer: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+        broke(p, why);
+        return WEFT_ERR_PEER_FAILED;
+    }
+    p.req = r;
+    if (r && !wait()) return WEFT_ERR_TIMEOUT;
+    if (p.dead.load()) return WEFT_ERR_PEER_FAILED;
+    out = p.reply;
+    return WEFT_OK;
+}
+
+Status UcxObserver::read(uint32_t peer, uint64_t off, uint64_t& v, Deadline d) {
+    return run(peer, Op::get, off, 0, 0, v, d);
+}
+
+Status UcxObserver::compare_swap(uint32_t peer, uint64_t off, uint64_t expected, uint64_t desired, uint64_t& old,
+                                 Deadline d) {
+    return run(peer, Op::cswap, off, expected, desired, old, d);
+}
+
+Status UcxObserver::fetch_add(uint32_t peer, uint64_t off, uint64_t add, uint64_t& old, Deadline d) {
+    return run(peer, Op::add, off, add, 0, old, d);
+}
+
+}  // namespace weft
+
+#endif  // WEFT_HAVE_UCX

@@ -1,0 +1,83 @@
+// ucx_observer.hpp — the failure detector's own path over UCX
+// (Backend::observer_channel): a second ucp worker on the weft context's ucp
+// context, with an endpoint to every peer's detector worker, used and
+// progressed only by the detector thread. Over a NIC (rc) the peer's NIC
+// answers its gets and atomics; where UCX emulates them (tcp) the peer's
+// detector thread serves them from its own worker, so in neither case does
+// an observation wait for the peer's application thread — only a stopped or
+// dead process stays silent.
+//
+// One operation per peer is in flight at a time; its operand and reply live
+// in that peer's slot, which outlives the worker. A caller that gives up at
+// its deadline leaves the request; the peer's next operation waits for it
+// first. close() (any thread) only marks: serve() closes the endpoint on
+// the detector thread (the worker is single-threaded).
+#pragma once
+
+#include "transport/backend.hpp"
+#include "transport/runtime.hpp"
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace weft {
+
+// Progresses `worker` until every endpoint close in `closing` finished or
+// `d` passed; frees them all. Returns how many had not finished.
+size_t finish_ep_closes(ucp_worker_h worker, std::vector<ucs_status_ptr_t>& closing, Deadline d);
+// Starts a force-close of *ep (null after), its request joining `closing`.
+void force_close_ep(ucp_ep_h& ep, std::vector<ucs_status_ptr_t>& closing);
+
+class UcxObserver final : public ObserverChannel {
+public:
+    UcxObserver(Runtime& rt, ucp_context_h context) : rt_(rt), context_(context) {}
+    ~UcxObserver() override;
+    // The worker, and its address for the start-up exchange.
+    Status create(uint32_t npeers, std::vector<uint8_t>& address);
+    // An endpoint to `peer`'s detector worker.
+    Status connect(uint32_t peer, const std::vector<uint8_t>& address, bool peer_err_mode);
+    // The state window: where it is and its packed keys, by rank.
+    Status bind(const weft_window& state_window, const std::vector<std::vector<uint8_t>>& packed_rkeys);
+    bool bound() const { return bound_; }
+
+    Status read(uint32_t peer, uint64_t off, uint64_t& v, Deadline d) override;
+    Status compare_swap(uint32_t peer, uint64_t off, uint64_t expected, uint64_t desired, uint64_t& old,
+                        Deadline d) override;
+    Status fetch_add(uint32_t peer, uint64_t off, uint64_t add, uint64_t& old, Deadline d) override;
+    void serve() override;
+    bool needs_serving() const override { return true; }
+    void close(uint32_t peer) { peers_[peer].close_wanted.store(true, std::memory_order_release); }
+
+private:
+    struct alignas(64) Peer {
+        ucp_ep_h ep = nullptr;
+        ucp_rkey_h rkey = nullptr;
+        uint64_t addr = 0;
+        void* req = nullptr;         // in flight
+        uint64_t operand = 0, reply = 0;
+        std::atomic<bool> dead{false}, close_wanted{false};
+        UcxObserver* self = nullptr;
+        uint32_t index = 0;
+    };
+    enum class Op { get, cswap, add };
+    // a, b: the compare and swap values (cswap) or the addend (add).
+    Status run(uint32_t peer, Op op, uint64_t off, uint64_t a, uint64_t b, uint64_t& out, Deadline d);
+    bool settle(Peer& p);  // true once p has no request in flight
+    void shut(Peer& p);
+    [[gnu::cold]] void broke(Peer& p, const char* why);
+    static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+    Runtime& rt_;
+    ucp_context_h context_;
+    ucp_worker_h worker_ = nullptr;
+    std::unique_ptr<Peer[]> peers_;
+    uint32_t npeers_ = 0;
+    bool bound_ = false;
+    std::vector<ucs_status_ptr_t> closing_;
+};
+
+}  // namespace weft
