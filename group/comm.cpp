@@ -283,6 +283,7 @@ void Engine::maybe_release_comm(Comm* c) {
     }
     if (c->handle) c->handle->comm = nullptr;
     WEFT_LOG(debug, "communicator %llx released", static_cast<unsigned long long>(c->id));
+    if (release_hook_) release_hook_(release_hook_arg_, c->id);
     auto it = std::find_if(comms_.begin(), comms_.end(), [&](const auto& p) { return p.get() == c; });
     if (it != comms_.end()) comms_.erase(it);
 }

@@ -290,6 +290,13 @@ public:
         void (*commit)(void* arg, Comm& c) = nullptr;
     };
     void set_drain_hooks(DrainHooks h) { drain_hooks_ = h; }
+    // Called with a communicator's context ID when it is released (its
+    // free's barrier and every request on it done): layers drop their
+    // per-communicator state (group/ft).
+    void set_release_hook(void (*fn)(void* arg, uint64_t comm_id), void* arg) {
+        release_hook_ = fn;
+        release_hook_arg_ = arg;
+    }
     std::atomic<uint64_t>& drain_active() { return drain_active_; }
     // The clock records of every live communicator with a slot: where each
     // member keeps it.
@@ -419,6 +426,8 @@ private:
     std::atomic<uint64_t> drain_active_{0};
     DrainHooks drain_hooks_;
     bool drain_blocking_ = false;
+    void (*release_hook_)(void* arg, uint64_t comm_id) = nullptr;
+    void* release_hook_arg_ = nullptr;
 };
 
 }  // namespace weft::group

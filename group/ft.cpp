@@ -47,6 +47,7 @@ Ft::Ft(Engine& e, Detector& d) : eng_(e), rt_(e.rt()), det_(d) {}
 
 Ft::~Ft() {
     rt_.set_ft_progress_hook(nullptr, nullptr);
+    eng_.set_release_hook(nullptr, nullptr);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry().erase(&eng_);
 }
@@ -55,6 +56,7 @@ Status Ft::init() {
     Status st = rt_.am_register_internal(am_ft, on_msg, this);
     if (st != WEFT_OK) return st;
     rt_.set_ft_progress_hook(on_progress, this);
+    eng_.set_release_hook(on_release, this);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry()[&eng_] = this;
     return WEFT_OK;
@@ -64,6 +66,18 @@ Ft* Ft::of(Engine& e) {
     std::lock_guard<std::mutex> g(registry_mutex());
     auto it = registry().find(&e);
     return it == registry().end() ? nullptr : it->second;
+}
+
+void Ft::on_release(void* arg, uint64_t id) {
+    // Every member passed the free's barrier, so every survivor has
+    // decided every agreement on it: nobody will ask for those decisions,
+    // and a message for it still in flight is a late duplicate.
+    auto* self = static_cast<Ft*>(arg);
+    self->comms_.erase(id);
+    self->released_[self->released_next_++ % self->released_.size()] = id;
+    auto& ins = self->instances_;
+    for (auto it = ins.lower_bound({id, 0}); it != ins.end() && it->first.first == id;)
+        it = it->second.entered && !it->second.decided ? std::next(it) : ins.erase(it);
 }
 
 FtComm& Ft::state(Comm& c) {
@@ -194,6 +208,7 @@ void Ft::handle(const Msg& m) {
             if (c->id == h.comm_id && !c->revoked) revoke(*c);
         return;
     }
+    if (recently_released(h.comm_id)) return;  // late: everyone decided before its free
     Instance& in = instance(h.comm_id, h.seq);
     const uint32_t me = in.me;
     switch (h.type) {

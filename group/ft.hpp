@@ -29,6 +29,8 @@
 #include "group/detector.hpp"
 #include "group/engine.hpp"
 
+#include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -88,8 +90,11 @@ public:
     // Marks c revoked here and floods the notice to every member.
     void revoke(Comm& c);
 
-    // For tests and benchmarks: instances this rank coordinated.
+    // For tests and benchmarks: instances this rank coordinated; the
+    // communicators with failed sets and the agreement instances kept here.
     uint64_t coordinated() const { return coordinated_; }
+    size_t tracked_comms() const { return comms_.size(); }
+    size_t tracked_instances() const { return instances_.size(); }
 
 private:
     struct Contrib {
@@ -121,6 +126,7 @@ private:
     enum Type : uint32_t { contrib = 1, query = 2, propose = 3, ack = 4, commit = 5, revoke_notice = 6 };
 
     static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
+    static void on_release(void* arg, uint64_t comm_id);
     static uint32_t on_progress(void* arg);
     uint32_t pump();
     void handle(const Msg& m);
@@ -141,6 +147,19 @@ private:
     std::map<std::pair<uint64_t, uint64_t>, Instance> instances_;
     std::vector<Msg> inbox_;
     std::vector<uint64_t> revoked_ids_;  // revoke notices for communicators not created here yet
+    // The last communicators released here: a late duplicate for one of
+    // them is dropped rather than kept as a bare instance (older ones, far
+    // rarer, still make one).
+    static constexpr uint64_t no_comm = ~0ull;  // no context ID is all ones (rank 2^32-1's 2^32-1st)
+    std::array<uint64_t, 64> released_ = [] {
+        std::array<uint64_t, 64> a;
+        a.fill(no_comm);
+        return a;
+    }();
+    size_t released_next_ = 0;
+    bool recently_released(uint64_t id) const {
+        return std::find(released_.begin(), released_.end(), id) != released_.end();
+    }
     uint64_t coordinated_ = 0;
     uint32_t open_ = 0;  // instances entered here and not decided
     struct PendingAgree {

@@ -8,6 +8,7 @@
 // at a named fault point or on a timer, SIGSTOP for a while. Victims are
 // named by rank in each test. Waits are bounded; times are printed for the
 // record, never asserted.
+#include "group/ft.hpp"
 #include "tests/mp/comm_util.hpp"
 #include "tests/mp/raw_enums.h"
 
@@ -617,6 +618,30 @@ TEST_F(Ft, LongStopIsDeclaredAndKilled) {
         EXPECT_EQ(errno, ESRCH) << "pidfd_open: " << std::strerror(errno);
     }
     EXPECT_EQ(std::atomic_ref<uint64_t>(words[0]).load(), 0u) << "the declared rank wrote into our window";
+}
+
+// mp.ft.reclaim.*: a communicator's failed sets and agreement instances go
+// when it is released: dup, agree, validate_global, free, twenty times.
+// (Internals: the Ft layer of this context, reached through the handle.)
+TEST_F(Ft, FreedCommunicatorsLeaveNoFtState) {
+    weft::group::Ft* ft = weft::group::Ft::of(*w_->engine);
+    ASSERT_NE(ft, nullptr);
+    const size_t comms0 = ft->tracked_comms(), instances0 = ft->tracked_instances();
+    for (int i = 0; i < 20; ++i) {
+        weft_comm_t d = nullptr;
+        ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+        int flag = 1;
+        ASSERT_EQ(weft_comm_agree(d, &flag), WEFT_OK);
+        uint32_t failed = 0, fresh = 0;
+        ASSERT_EQ(weft_comm_validate_global(d, &failed, &fresh), WEFT_OK);
+        ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    // The frees' barriers finish in progress.
+    const uint64_t end = now_ns() + 10'000'000'000ull;
+    while (ft->tracked_comms() > comms0 && now_ns() < end) weft_wait(ctx, 1000000);
+    EXPECT_EQ(ft->tracked_comms(), comms0) << "failed sets of freed communicators kept";
+    EXPECT_LE(ft->tracked_instances(), instances0) << "agreement instances of freed communicators kept";
+    barrier();  // before anyone's closing agreement on the world makes an instance here
 }
 
 // mp.ft.oversubscribed.*: 4 ranks on this machine's 2 cores, each
