@@ -12,6 +12,28 @@ namespace weft::group {
 
 namespace {
 constexpr uint64_t ms = 1'000'000;
+
+// Progress mode's channel: the state window's own one-sided operations, on
+// the application thread. They wait as long as the transport makes them;
+// every failure reads as PEER_FAILED (the transport reports it itself).
+class WindowChannel final : public ObserverChannel {
+public:
+    explicit WindowChannel(weft_window* w) : w_(w) {}
+    Status read(uint32_t p, uint64_t off, uint64_t& v, Deadline) override {
+        return ok(w_->ops->get(w_, p, off, &v, sizeof v));
+    }
+    Status compare_swap(uint32_t p, uint64_t off, uint64_t expected, uint64_t desired, uint64_t& old,
+                        Deadline) override {
+        return ok(w_->ops->compare_swap(w_, p, off, expected, desired, &old));
+    }
+    Status fetch_add(uint32_t p, uint64_t off, uint64_t add, uint64_t& old, Deadline) override {
+        return ok(w_->ops->fetch_add(w_, p, off, add, &old));
+    }
+
+private:
+    static Status ok(Status st) { return st == WEFT_OK ? WEFT_OK : WEFT_ERR_PEER_FAILED; }
+    weft_window* w_;
+};
 std::atomic_ref<uint64_t> word_at(uint8_t* base, uint64_t off) {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base + off));
 }
@@ -64,6 +86,8 @@ Status Detector::attach() {
         mode_ = Mode::thread;
     } else if (force_progress && caps.atomics != WEFT_ATOMICS_EMULATED && caps.atomics != WEFT_ATOMICS_NONE) {
         mode_ = Mode::progress;
+        window_channel_ = std::make_unique<WindowChannel>(sw_);
+        channel_ = window_channel_.get();
     } else if ((channel_ = rt_.backend().observer_channel(*sw_)) != nullptr) {
         // Its own QPs, answered by the peers' NICs: the thread observes and
         // relays without the application thread or the peers' CPUs. A wait
@@ -189,11 +213,8 @@ Detector::Read Detector::read_word(uint32_t p, uint64_t off, uint64_t& v) {
         v = word_at(sw_->remote[p].direct, off).load(std::memory_order_acquire);
         return Read::value;
     }
-    if (mode_ == Mode::channel) {
-        const Status st = channel_->read(p, off, v, Deadline::after_ns(channel_wait_ns_));
-        return st == WEFT_OK ? Read::value : st == WEFT_ERR_TIMEOUT ? Read::no_answer : Read::failed;
-    }
-    return sw_->ops->get(sw_, p, off, &v, sizeof v) == WEFT_OK ? Read::value : Read::failed;
+    const Status st = channel_->read(p, off, v, Deadline::after_ns(channel_wait_ns_));
+    return st == WEFT_OK ? Read::value : st == WEFT_ERR_TIMEOUT ? Read::no_answer : Read::failed;
 }
 
 void Detector::observe(uint64_t credited) {
@@ -273,15 +294,12 @@ void Detector::push_bit(uint32_t target, uint32_t failed) {
         return;
     }
     // Fetch-or by compare-swap: the transports have no remote fetch-or.
-    auto compare_swap = [&](uint64_t off_, uint64_t expected_, uint64_t desired, uint64_t& old_) {
-        if (mode_ == Mode::channel)
-            return channel_->compare_swap(target, off_, expected_, desired, old_, Deadline::after_ns(channel_wait_ns_));
-        return sw_->ops->compare_swap(sw_, target, off_, expected_, desired, &old_);
-    };
     uint64_t expected = 0;
     for (int i = 0; i < 64; ++i) {
         uint64_t old = 0;
-        if (compare_swap(off, expected, expected | bit, old) != WEFT_OK) return;
+        if (channel_->compare_swap(target, off, expected, expected | bit, old, Deadline::after_ns(channel_wait_ns_)) !=
+            WEFT_OK)
+            return;
         if (old == expected) {
             newly = true;
             break;
@@ -291,10 +309,7 @@ void Detector::push_bit(uint32_t target, uint32_t failed) {
     }
     if (newly) {
         uint64_t old = 0;
-        if (mode_ == Mode::channel)
-            channel_->fetch_add(target, WEFT_STATE_FAILURE_NOTICES_OFF, 1, old, Deadline::after_ns(channel_wait_ns_));
-        else
-            sw_->ops->fetch_add(sw_, target, WEFT_STATE_FAILURE_NOTICES_OFF, 1, &old);
+        channel_->fetch_add(target, WEFT_STATE_FAILURE_NOTICES_OFF, 1, old, Deadline::after_ns(channel_wait_ns_));
     }
 }
 

@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -86,8 +87,11 @@ private:
     DetectorConfig cfg_;
     Mode mode_ = Mode::beat_only;
     weft_window* sw_ = nullptr;
-    ObserverChannel* channel_ = nullptr;  // Mode::channel
-    uint64_t channel_wait_ns_ = 0;        // longest wait for one answer
+    // Mode::channel: the transport's; Mode::progress: window_channel_,
+    // the state window's own one-sided operations seen as a channel.
+    ObserverChannel* channel_ = nullptr;
+    std::unique_ptr<ObserverChannel> window_channel_;
+    uint64_t channel_wait_ns_ = 0;  // longest wait for one answer (transport channels)
     uint32_t n_ = 0, me_ = 0;
     std::thread thread_;
     std::mutex mu_;                // the thread's sleep, and tick() against on_progress

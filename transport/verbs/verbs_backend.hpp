@@ -124,6 +124,9 @@ struct Conn {
     uint32_t rndv_reading = 0;                     // rendezvous reads in flight
 
     uint32_t inflight() const { return static_cast<uint32_t>(posted - completed); }
+    // Unsignalled WRs in flight and nothing signalled behind them: no
+    // completion will ever come unless we ask for one (nudge).
+    bool unsignalled_tail() const { return posted > completed && last_signaled <= completed; }
 };
 
 // A message waiting for progress() to run its handler.
@@ -282,7 +285,7 @@ Status VerbsBackend::wait_until(Conn& c, const char* what, Done done) {
     // The answer usually comes within microseconds: first poll the CQ alone
     // (no clock read, no system call — perftest's loop) a bounded number of
     // times, and only then set up the deadline, nudging and yielding.
-    if (!(c.posted > c.completed && c.last_signaled <= c.completed)) {
+    if (!c.unsignalled_tail()) {
         for (uint32_t i = 0; i < spin_polls; ++i) {
             poll();
             if (done()) return WEFT_OK;
@@ -296,9 +299,7 @@ Status VerbsBackend::wait_until(Conn& c, const char* what, Done done) {
         const uint32_t n = poll();
         if (done()) return WEFT_OK;
         if (c.dead || rt_.peer_failed(c.peer)) return dead_conn(c, what);
-        // Unsignalled WRs in flight and nothing signalled behind them: no
-        // completion will ever come unless we ask for one.
-        if (c.posted > c.completed && c.last_signaled <= c.completed) nudge(c);
+        if (c.unsignalled_tail()) nudge(c);
         if (d.passed()) {
             char why[128];
             std::snprintf(why, sizeof why, "verbs %s: no completion within %llu ms", what,
