@@ -120,8 +120,9 @@ void empty_status(weft_msg_status_t* st) {
 }
 
 // A member failed (not departed) and its failure is not recognised
-// (cleared: weft/ft.h) on c.
-bool unrecognised_failure(Engine& e, const Comm& c) {
+// (cleared: weft/ft.h) on c. One load while no peer has failed.
+inline bool unrecognised_failure(Engine& e, const Comm& c) {
+    if (__builtin_expect(e.rt().fenced_count() == 0, 1)) return false;
     for (uint32_t r = 0; r < c.size; ++r)
         if (e.rt().peer_fenced(c.members[r]) && !(c.recognised && c.recognised[r])) return true;
     return false;
@@ -136,7 +137,7 @@ weft_msg_status_t proc_null_status() { return weft_msg_status_t{WEFT_PROC_NULL, 
 // (weft/ft.h's PENDING). One load when no peer has failed.
 bool any_source_pending(Engine& e, const Request& r) {
     return r.kind == weft::group::ReqKind::recv && r.src == WEFT_ANY_SOURCE && !r.done && !r.matched &&
-           __builtin_expect(e.rt().fenced_count() != 0, 0) && unrecognised_failure(e, *r.comm);
+           unrecognised_failure(e, *r.comm);
 }
 
 // Waits for r like Engine::wait; an any-source receive stops early, with
@@ -217,8 +218,7 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
         // weft/ft.h: an any-source receive while a member's failure is not
         // recognised returns PENDING, unless a message already matches (the
         // failed member might have been the sender it waits for).
-        if (__builtin_expect(source == WEFT_ANY_SOURCE && eng.rt().fenced_count() != 0, 0) &&
-            unrecognised_failure(eng, *c)) {
+        if (source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c)) {
             weft_msg_status_t probe{};
             eng.poll();
             if (!eng.iprobe(*c, WEFT_ANY_SOURCE, tag, probe))
@@ -728,7 +728,7 @@ static weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, 
         weft_msg_status_t s{};
         *flag = eng.iprobe(*c, source, tag, s) ? 1 : 0;
         if (*flag && status) *status = s;
-        if (!*flag && source == WEFT_ANY_SOURCE && eng.rt().fenced_count() != 0 && unrecognised_failure(eng, *c))
+        if (!*flag && source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
             return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "%s: any source, and a member's failure is not recognised", __func__);
         return WEFT_OK;
     });
@@ -746,7 +746,7 @@ static weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, w
         while (!eng.iprobe(*c, source, tag, s)) {
             if (source >= 0 && eng.rt().peer_failed(c->members[source]))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_probe: source %d has failed", source);
-            if (source == WEFT_ANY_SOURCE && eng.rt().fenced_count() != 0 && unrecognised_failure(eng, *c))
+            if (source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_probe: any source, and a member's failure is not recognised");
             if (eng.poll() > 0) continue;
             if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_probe: no matching message in time");
