@@ -58,12 +58,14 @@ inline Comm* comm_of(weft_comm_t c) {
 #define REQUIRE_PTR(p) \
     if (__builtin_expect(!(p), 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p)
 
-weft_comm* new_handle(Engine& e, Comm* c) {
+// A communicator made from `parent` starts with its error handler.
+weft_comm* new_handle(Engine& e, Comm* c, weft_comm_t parent = nullptr) {
     auto h = std::make_unique<weft_comm>();
     h->engine = &e;
     h->comm = c;
     c->handle = h.get();
     comm_shells().push_back(std::move(h));
+    if (parent) weft::group::inherit_errhandler(c->handle, parent);
     return c->handle;
 }
 
@@ -520,7 +522,7 @@ void detach(weft_context* ctx) {
     layer->engine->shutdown();
 }
 
-weft_comm* new_comm_handle(Engine& e, Comm* c) { return new_handle(e, c); }
+weft_comm* new_comm_handle(Engine& e, Comm* c, weft_comm_t parent) { return new_handle(e, c, parent); }
 
 void destroy(weft_context* ctx) {
     if (auto* layer = static_cast<Layer*>(ctx->group)) {
@@ -623,7 +625,7 @@ static weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
         Comm* n = nullptr;
         Status st = eng.dup(*c, n);
         if (st != WEFT_OK) return st;
-        *out = new_handle(eng, n);
+        *out = new_handle(eng, n, comm);
         return WEFT_OK;
     });
 }
@@ -638,7 +640,7 @@ static weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t ke
         Comm* n = nullptr;
         Status st = eng.split(*c, color, key, n);
         if (st != WEFT_OK) return st;
-        *out = n ? new_handle(eng, n) : nullptr;
+        *out = n ? new_handle(eng, n, comm) : nullptr;
         return WEFT_OK;
     });
 }
@@ -665,7 +667,7 @@ static weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_
         Comm* nc = nullptr;
         Status st = eng.create_from_ranks(*c, ranks, n, tag, nc);
         if (st != WEFT_OK) return st;
-        *out = new_handle(eng, nc);
+        *out = new_handle(eng, nc, comm);
         return WEFT_OK;
     });
 }
@@ -974,22 +976,9 @@ WEFT_ROUTED(weft_allreduce, (weft_comm_t comm, const void* sendbuf, void* recvbu
 WEFT_ROUTED(weft_iallreduce, (weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op, weft_request_t* req), (comm, sendbuf, recvbuf, count, type, op, req))
 WEFT_ROUTED(weft_allgather, (weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf), (comm, sendbuf, count, type, recvbuf))
 WEFT_ROUTED(weft_iallgather, (weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf, weft_request_t* req), (comm, sendbuf, count, type, recvbuf, req))
-weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
-    const Status st = unrouted::weft_comm_dup(comm, out);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
-weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
-    const Status st = unrouted::weft_comm_split(comm, color, key, out);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
-weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
-                                          weft_comm_t* out) {
-    const Status st = unrouted::weft_comm_create_from_ranks(comm, ranks, n, tag, out);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*out, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
+WEFT_ROUTED(weft_comm_dup, (weft_comm_t comm, weft_comm_t* out), (comm, out))
+WEFT_ROUTED(weft_comm_split, (weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out), (comm, color, key, out))
+WEFT_ROUTED(weft_comm_create_from_ranks, (weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag, weft_comm_t* out), (comm, ranks, n, tag, out))
 weft_status_t weft_comm_free(weft_comm_t* comm) {
     // A failure leaves the handle alive: its handler sees it.
     const weft_comm_t h = comm ? *comm : nullptr;

@@ -397,12 +397,11 @@ Status Ft::iagree(Comm& c, int* flag, Request*& out) {
     return WEFT_OK;
 }
 
-Status Ft::ishrink(Comm& c, weft_comm_t* out, MakeHandle make_handle, Request*& req) {
+Status Ft::ishrink(Comm& c, weft_comm_t* out, Request*& req) {
     auto s = std::make_unique<PendingShrink>();
     s->comm = &c;
     s->comm_id = c.id;
     s->out = out;
-    s->make_handle = make_handle;
     s->deadline = rt_.op_deadline();
     uint32_t total = 0, added = 0;
     update_local(c, total, added);
@@ -486,7 +485,7 @@ bool Ft::advance_ishrink(PendingShrink& s) {
                 return complete_with(WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
             }
             if (v[0] == 1 && s.build->comm) {
-                *s.out = s.make_handle(eng_, s.build->comm, c.handle);
+                *s.out = new_comm_handle(eng_, s.build->comm, c.handle);
                 return complete_with(WEFT_OK);
             }
             if (s.build->comm) eng_.free_comm(*s.build->comm);

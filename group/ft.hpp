@@ -38,8 +38,9 @@
 
 namespace weft::group {
 
-// A C handle for a communicator the engine built (group/api.cpp).
-weft_comm* new_comm_handle(Engine& e, Comm* c);
+// A C handle for a communicator the engine built from `parent`, whose error
+// handler it starts with (group/api.cpp).
+weft_comm* new_comm_handle(Engine& e, Comm* c, weft_comm_t parent);
 
 // Failed sets of one communicator. L and G grow only; each is kept as the
 // order in which ranks were added, so a thread's view is a prefix length.
@@ -84,9 +85,8 @@ public:
     Status iagree(Comm& c, int* flag, Request*& out);
     // Non-blocking shrink: the request completes (from progress) when the
     // survivors hold the new communicator, whose handle is written to *out
-    // then (made by `make_handle`); its status is shrink's.
-    using MakeHandle = weft_comm_t (*)(Engine& e, Comm* c, weft_comm_t parent);
-    Status ishrink(Comm& c, weft_comm_t* out, MakeHandle make_handle, Request*& req);
+    // then; its status is shrink's.
+    Status ishrink(Comm& c, weft_comm_t* out, Request*& req);
     // Marks c revoked here and floods the notice to every member.
     void revoke(Comm& c);
 
@@ -180,7 +180,6 @@ private:
         uint64_t seq = 0;  // the agreement instance of this stage
         Request* req = nullptr;
         weft_comm_t* out = nullptr;
-        MakeHandle make_handle = nullptr;
         std::unique_ptr<Engine::Creation> build;
         Deadline deadline{};
     };

@@ -312,7 +312,7 @@ static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
             Comm* out = nullptr;
             s = build_agreed(t, survivors, out);
             if (s == WEFT_OK) {
-                *newcomm = weft::group::new_comm_handle(*t.eng, out);
+                *newcomm = weft::group::new_comm_handle(*t.eng, out, comm);
                 return WEFT_OK;
             }
             if ((s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) || d.passed())
@@ -330,15 +330,9 @@ weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_req
     else if (!req) st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
     else
         st = with_target(comm, __func__, [&](Target& t) -> Status {
-            // The handle is made when the survivors have the communicator;
-            // it starts with the parent's error handler, as shrink's does.
-            const auto make_handle = [](Engine& e, Comm* c, weft_comm_t parent) {
-                weft_comm_t h = weft::group::new_comm_handle(e, c);
-                weft::group::inherit_errhandler(h, parent);
-                return h;
-            };
+            // The handle is made when the survivors have the communicator.
             weft::group::Request* r = nullptr;
-            Status s = t.ft->ishrink(*t.c, newcomm, make_handle, r);
+            Status s = t.ft->ishrink(*t.c, newcomm, r);
             if (s != WEFT_OK) return s;
             r->user = true;
             *req = reinterpret_cast<weft_request_t>(r);
@@ -385,10 +379,6 @@ WEFT_ROUTED(weft_comm_agree, (weft_comm_t comm, int* flag), (comm, flag))
 WEFT_ROUTED(weft_comm_iagree, (weft_comm_t comm, int* flag, weft_request_t* req), (comm, flag, req))
 WEFT_ROUTED(weft_comm_revoke, (weft_comm_t comm), (comm))
 WEFT_ROUTED(weft_comm_is_revoked, (weft_comm_t comm, int* flag), (comm, flag))
-weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
-    const Status st = unrouted::weft_comm_shrink(comm, newcomm);
-    if (st == WEFT_OK) weft::group::inherit_errhandler(*newcomm, comm);
-    return weft::group::route_error(comm, st, __func__);
-}
+WEFT_ROUTED(weft_comm_shrink, (weft_comm_t comm, weft_comm_t* newcomm), (comm, newcomm))
 
 }  // extern "C"
