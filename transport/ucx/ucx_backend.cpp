@@ -120,8 +120,8 @@ struct Endpoint {
 struct WindowData {
     UcxBackend* backend = nullptr;
     ucp_mem_h memh = nullptr;
-    // The packed keys by rank, kept only until the observer channel is bound
-    // (the state window, the first window, needs them twice).
+    // The state window's packed keys by rank, kept until the observer
+    // channel is bound (its endpoints need them too).
     std::vector<std::vector<uint8_t>> packed_rkeys;
 };
 
@@ -329,21 +329,18 @@ Status UcxBackend::init() {
 
     slot_ = new Slot{};
 
-    // Worker addresses to and from every process of the universe.
-    ucp_address_t* addr = nullptr;
-    size_t addr_len = 0;
-    s = ucp_worker_get_address(worker_, &addr, &addr_len);
-    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_get_address: %s", ucs_status_string(s));
-    // Record: the main worker's address length, that address, then the
-    // failure detector's worker address.
-    std::vector<uint8_t> mine;
-    wire::put_u32(mine, static_cast<uint32_t>(addr_len));
-    mine.insert(mine.end(), reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + addr_len);
-    ucp_worker_release_address(worker_, addr);
-    observer_ = std::make_unique<UcxObserver>(rt_, context_);
-    std::vector<uint8_t> observer_addr;
-    Status st = observer_->create(rt_.size(), observer_addr);
+    // Worker addresses to and from every process of the universe. Record:
+    // the main worker's address length, that address, then the failure
+    // detector's worker address.
+    std::vector<uint8_t> addr, observer_addr;
+    Status st = worker_address(worker_, addr);
     if (st != WEFT_OK) return st;
+    observer_ = std::make_unique<UcxObserver>(rt_, context_);
+    st = observer_->create(rt_.size(), peer_err_mode_, observer_addr);
+    if (st != WEFT_OK) return st;
+    std::vector<uint8_t> mine;
+    wire::put_u32(mine, static_cast<uint32_t>(addr.size()));
+    mine.insert(mine.end(), addr.begin(), addr.end());
     mine.insert(mine.end(), observer_addr.begin(), observer_addr.end());
     std::vector<std::vector<uint8_t>> all;
     st = rt_.bootstrap().exchange(wire::Scope::universe, mine, all, rt_.op_deadline());
@@ -358,10 +355,8 @@ Status UcxBackend::init() {
         const uint32_t main_len = wire::get_u32(b.data());
         const uint32_t p = rt_.peer_of_universe(u);
         // The detector observes its own job only.
-        if (p < rt_.size() && p != rt_.rank()) {
-            st = observer_->connect(p, std::vector<uint8_t>(b.begin() + 4 + main_len, b.end()), peer_err_mode_);
-            if (st != WEFT_OK) return st;
-        }
+        if (p < rt_.size() && p != rt_.rank())
+            observer_->set_address(p, b.data() + 4 + main_len, b.size() - 4 - main_len);
         all[u] = std::vector<uint8_t>(b.begin() + 4, b.begin() + 4 + main_len);
     }
     eps_.assign(n, Endpoint{});
@@ -371,18 +366,8 @@ Status UcxBackend::init() {
         e.backend = this;
         e.peer = p;
         if (all[u].empty()) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx address of peer %u is empty", p);
-        ucp_ep_params_t ep;
-        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-        ep.address = reinterpret_cast<const ucp_address_t*>(all[u].data());
-        ep.err_mode = peer_err_mode_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-        if (peer_err_mode_) {
-            ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-            ep.err_handler.cb = on_ep_error;
-            ep.err_handler.arg = &e;
-        }
-        s = ucp_ep_create(worker_, &ep, &e.ep);
-        if (s != UCS_OK)
-            return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_ep_create to peer %u: %s", p, ucs_status_string(s));
+        st = create_ep(worker_, all[u].data(), peer_err_mode_, on_ep_error, &e, e.ep);
+        if (st != WEFT_OK) return WEFT_FAIL(st, "no ucx endpoint to peer %u", p);
     }
     WEFT_LOG(debug, "ucx: %u endpoints, peer error handling %s", n, peer_err_mode_ ? "on" : "off (shm possible)");
     return WEFT_OK;
@@ -575,7 +560,9 @@ Status UcxBackend::unpack_window(weft_window& w, const std::vector<std::vector<u
             return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "rank %u called a different window constructor", r);
     }
     w.remote_storage.assign(n, RemoteRegion{});
-    WindowData* keep = observer_ && !observer_->bound() ? static_cast<WindowData*>(w.backend_data) : nullptr;
+    // The state window (made before Runtime knows it) keeps its packed keys
+    // for the observer channel's endpoints.
+    WindowData* keep = observer_ && !rt_.state_window() ? static_cast<WindowData*>(w.backend_data) : nullptr;
     if (keep) keep->packed_rkeys.assign(n, {});
     for (uint32_t r = 0; r < n; ++r) {
         const auto& b = all[r];

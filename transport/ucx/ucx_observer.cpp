@@ -6,7 +6,6 @@
 #include "transport/ucx/ucx_observer.hpp"
 
 #include <cstdio>
-#include <thread>
 
 namespace weft {
 
@@ -37,27 +36,52 @@ void force_close_ep(ucp_ep_h& ep, std::vector<ucs_status_ptr_t>& closing) {
     ep = nullptr;
 }
 
+Status worker_address(ucp_worker_h worker, std::vector<uint8_t>& out) {
+    ucp_address_t* addr = nullptr;
+    size_t len = 0;
+    const ucs_status_t s = ucp_worker_get_address(worker, &addr, &len);
+    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_get_address: %s", ucs_status_string(s));
+    out.assign(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
+    ucp_worker_release_address(worker, addr);
+    return WEFT_OK;
+}
+
+Status create_ep(ucp_worker_h worker, const uint8_t* address, bool peer_err_mode, ucp_err_handler_cb_t cb, void* arg,
+                 ucp_ep_h& out) {
+    ucp_ep_params_t ep;
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.address = reinterpret_cast<const ucp_address_t*>(address);
+    ep.err_mode = peer_err_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    if (peer_err_mode) {
+        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.err_handler.cb = cb;
+        ep.err_handler.arg = arg;
+    }
+    const ucs_status_t s = ucp_ep_create(worker, &ep, &out);
+    return s == UCS_OK ? WEFT_OK : WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_ep_create: %s", ucs_status_string(s));
+}
+
 UcxObserver::~UcxObserver() {
     if (!worker_) return;
+    // finalize's barrier already met every live peer: force-close (as the
+    // backend does with its own endpoints).
     for (uint32_t i = 0; i < npeers_; ++i) shut(peers_[i]);
     if (const size_t left = finish_ep_closes(worker_, closing_, Deadline::after_ns(2'000'000'000ull)))
         WEFT_LOG(warn, "ucx observer: %zu endpoints did not close in 2 s", left);
     ucp_worker_destroy(worker_);
 }
 
-Status UcxObserver::create(uint32_t npeers, std::vector<uint8_t>& address) {
+Status UcxObserver::create(uint32_t npeers, bool peer_err_mode, std::vector<uint8_t>& address) {
     ucp_worker_params_t wp;
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the detector thread only (and init before it starts)
-    ucs_status_t s = ucp_worker_create(context_, &wp, &worker_);
+    const ucs_status_t s = ucp_worker_create(context_, &wp, &worker_);
     if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_worker_create: %s", ucs_status_string(s));
-    ucp_address_t* addr = nullptr;
-    size_t len = 0;
-    s = ucp_worker_get_address(worker_, &addr, &len);
-    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_worker_get_address: %s", ucs_status_string(s));
-    address.assign(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
-    ucp_worker_release_address(worker_, addr);
+    Status st = worker_address(worker_, address);
+    if (st != WEFT_OK) return st;
     npeers_ = npeers;
+    peer_err_mode_ = peer_err_mode;
+    addresses_.assign(npeers, {});
     peers_ = std::make_unique<Peer[]>(npeers);
     for (uint32_t i = 0; i < npeers; ++i) {
         peers_[i].self = this;
@@ -66,35 +90,20 @@ Status UcxObserver::create(uint32_t npeers, std::vector<uint8_t>& address) {
     return WEFT_OK;
 }
 
-Status UcxObserver::connect(uint32_t peer, const std::vector<uint8_t>& address, bool peer_err_mode) {
-    if (address.empty()) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx observer: no address from peer %u", peer);
-    Peer& p = peers_[peer];
-    ucp_ep_params_t ep;
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
-    ep.err_mode = peer_err_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-    if (peer_err_mode) {
-        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep.err_handler.cb = on_ep_error;
-        ep.err_handler.arg = &p;
-    }
-    const ucs_status_t s = ucp_ep_create(worker_, &ep, &p.ep);
-    if (s != UCS_OK)
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_ep_create to peer %u: %s", peer, ucs_status_string(s));
-    return WEFT_OK;
-}
-
 Status UcxObserver::bind(const weft_window& sw, const std::vector<std::vector<uint8_t>>& packed) {
     bound_ = true;
     for (uint32_t r = 0; r < sw.nranks && r < npeers_ && r < packed.size(); ++r) {
         Peer& p = peers_[r];
-        if (r == rt_.rank() || !p.ep || packed[r].empty()) continue;
+        if (r == rt_.rank() || addresses_[r].empty() || packed[r].empty()) continue;
+        Status st = create_ep(worker_, addresses_[r].data(), peer_err_mode_, on_ep_error, &p, p.ep);
+        if (st != WEFT_OK) return WEFT_FAIL(st, "ucx observer: no endpoint to peer %u", r);
         p.addr = sw.remote[r].addr;
         const ucs_status_t s = ucp_ep_rkey_unpack(p.ep, packed[r].data(), &p.rkey);
         if (s != UCS_OK)
             return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx observer: ucp_ep_rkey_unpack for rank %u: %s", r,
                              ucs_status_string(s));
     }
+    addresses_ = {};
     return WEFT_OK;
 }
 
@@ -130,6 +139,9 @@ void UcxObserver::shut(Peer& p) {
     if (p.req) ucp_request_free(p.req);
     p.req = nullptr;
     p.dead.store(true);
+    // The close cancels a request still out, which may use the key until
+    // then: the key goes after (UCX asks for it before the endpoint goes, a
+    // rule no order can keep with an operation in flight to a dead peer).
     force_close_ep(p.ep, closing_);
     if (p.rkey) ucp_rkey_destroy(p.rkey);
     p.rkey = nullptr;
@@ -138,9 +150,15 @@ void UcxObserver::shut(Peer& p) {
 void UcxObserver::serve() {
     for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
     }
+    // A declared peer's endpoint is closed now only where both sides have
+    // peer error handling (ucp.h: a force-close is undefined otherwise);
+    // else it stays, unused, until the destructor (as the backend's own).
+    if (!close_pending_.exchange(false, std::memory_order_acq_rel)) return;
     for (uint32_t i = 0; i < npeers_; ++i) {
         Peer& p = peers_[i];
-        if (p.ep && p.close_wanted.load(std::memory_order_acquire)) shut(p);
+        if (!p.close_wanted.load(std::memory_order_acquire)) continue;
+        p.dead.store(true);
+        if (p.ep && peer_err_mode_) shut(p);
     }
 }
 
@@ -149,13 +167,15 @@ Status UcxObserver::run(uint32_t peer, Op op, uint64_t off, uint64_t a, uint64_t
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "ucx observer: no state window of peer %u", peer);
     Peer& p = peers_[peer];
     // The answer may need the peer's detector thread (emulation): poll our
-    // worker, yielding, until it comes or the deadline passes.
+    // worker, backing off (an oversubscribed core is shared with the
+    // application), until it comes or the deadline passes.
     auto wait = [&] {
+        Backoff backoff;
         for (;;) {
             ucp_worker_progress(worker_);
             if (p.dead.load() || settle(p)) return true;
             if (d.passed()) return false;
-            std::this_thread::yield();
+            backoff.pause();
         }
     };
     if (!wait()) return WEFT_ERR_TIMEOUT;  // the previous answer is still out

@@ -11,7 +11,9 @@
 // in that peer's slot, which outlives the worker. A caller that gives up at
 // its deadline leaves the request; the peer's next operation waits for it
 // first. close() (any thread) only marks: serve() closes the endpoint on
-// the detector thread (the worker is single-threaded).
+// the detector thread (the worker is single-threaded). Endpoints are made
+// only when the detector takes the channel (bind), not where it reads
+// mapped windows itself.
 #pragma once
 
 #include "transport/backend.hpp"
@@ -31,16 +33,23 @@ namespace weft {
 size_t finish_ep_closes(ucp_worker_h worker, std::vector<ucs_status_ptr_t>& closing, Deadline d);
 // Starts a force-close of *ep (null after), its request joining `closing`.
 void force_close_ep(ucp_ep_h& ep, std::vector<ucs_status_ptr_t>& closing);
+// The worker's address, for the start-up exchange.
+Status worker_address(ucp_worker_h worker, std::vector<uint8_t>& out);
+// An endpoint to the worker at `address`; with peer_err_mode, UCX reports
+// its failure to cb(arg).
+Status create_ep(ucp_worker_h worker, const uint8_t* address, bool peer_err_mode, ucp_err_handler_cb_t cb, void* arg,
+                 ucp_ep_h& out);
 
 class UcxObserver final : public ObserverChannel {
 public:
     UcxObserver(Runtime& rt, ucp_context_h context) : rt_(rt), context_(context) {}
     ~UcxObserver() override;
     // The worker, and its address for the start-up exchange.
-    Status create(uint32_t npeers, std::vector<uint8_t>& address);
-    // An endpoint to `peer`'s detector worker.
-    Status connect(uint32_t peer, const std::vector<uint8_t>& address, bool peer_err_mode);
-    // The state window: where it is and its packed keys, by rank.
+    Status create(uint32_t npeers, bool peer_err_mode, std::vector<uint8_t>& address);
+    // Where `peer`'s detector worker is (from the exchange).
+    void set_address(uint32_t peer, const uint8_t* address, size_t len) { addresses_[peer].assign(address, address + len); }
+    // Endpoints to every peer's detector worker, and the state window: where
+    // it is and its packed keys, by rank.
     Status bind(const weft_window& state_window, const std::vector<std::vector<uint8_t>>& packed_rkeys);
     bool bound() const { return bound_; }
 
@@ -50,7 +59,10 @@ public:
     Status fetch_add(uint32_t peer, uint64_t off, uint64_t add, uint64_t& old, Deadline d) override;
     void serve() override;
     bool needs_serving() const override { return true; }
-    void close(uint32_t peer) { peers_[peer].close_wanted.store(true, std::memory_order_release); }
+    void close(uint32_t peer) {
+        peers_[peer].close_wanted.store(true, std::memory_order_release);
+        close_pending_.store(true, std::memory_order_release);
+    }
 
 private:
     struct alignas(64) Peer {
@@ -75,8 +87,11 @@ private:
     ucp_context_h context_;
     ucp_worker_h worker_ = nullptr;
     std::unique_ptr<Peer[]> peers_;
+    std::vector<std::vector<uint8_t>> addresses_;  // until bind
     uint32_t npeers_ = 0;
+    bool peer_err_mode_ = false;  // force-closing at run time needs it on both sides
     bool bound_ = false;
+    std::atomic<bool> close_pending_{false};
     std::vector<ucs_status_ptr_t> closing_;
 };
 
