@@ -371,6 +371,13 @@ uint64_t Ft::enter(Comm& c, const std::vector<uint64_t>& value) {
     return seq;
 }
 
+std::vector<uint32_t> survivors_of(const Comm& c, const std::vector<uint64_t>& v) {
+    std::vector<uint32_t> out;
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (r == c.rank || !failed_in(v, r)) out.push_back(r);
+    return out;
+}
+
 std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag) {
     std::vector<uint64_t> v(1 + (size + 63) / 64, 0);
     v[0] = flag;
@@ -381,7 +388,7 @@ std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag)
 Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag) {
     *flag = static_cast<int>(static_cast<uint32_t>(v[0]));
     for (uint32_t r = 0; r < c.size; ++r)
-        if (r != c.rank && ((v[1 + r / 64] >> (r % 64)) & 1) && !f.in_g[r]) return WEFT_ERR_PEER_FAILED;
+        if (r != c.rank && failed_in(v, r) && !f.in_g[r]) return WEFT_ERR_PEER_FAILED;
     return WEFT_OK;
 }
 
@@ -440,7 +447,6 @@ bool Ft::advance_ishrink(PendingShrink& s) {
         eng_.complete_request(*s.req, st);
         return true;
     };
-    auto failed_bit = [](const std::vector<uint64_t>& v, uint32_t r) { return (v[1 + r / 64] >> (r % 64)) & 1; };
     std::vector<uint64_t> v;
     switch (s.stage) {
         case PendingShrink::Stage::agree_failed: {
@@ -448,15 +454,12 @@ bool Ft::advance_ishrink(PendingShrink& s) {
                 if (!s.deadline.passed()) return false;
                 return complete_with(WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
             }
-            if (failed_bit(v, c.rank))
+            if (failed_in(v, c.rank))
                 return complete_with(WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: the survivors agreed this process failed"));
-            std::vector<uint32_t> survivors;
-            for (uint32_t r = 0; r < c.size; ++r)
-                if (r == c.rank || !failed_bit(v, r)) survivors.push_back(r);
-            // The tag weft_comm_shrink would use at this point (build_agreed).
-            const int32_t tag = -2 - static_cast<int32_t>(f.next_seq & 0xffffff);
+            const std::vector<uint32_t> survivors = survivors_of(c, v);
             s.build = std::make_unique<Engine::Creation>();
-            if (eng_.creation_start(c, survivors.data(), static_cast<uint32_t>(survivors.size()), tag, *s.build) != WEFT_OK) {
+            if (eng_.creation_start(c, survivors.data(), static_cast<uint32_t>(survivors.size()), shrink_tag(f), *s.build) !=
+                WEFT_OK) {
                 s.build->done = true;
                 s.build->status = WEFT_ERR_PEER_FAILED;
             }

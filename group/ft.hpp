@@ -193,5 +193,13 @@ private:
 // the agreed failed set holds a member not in G (uniform everywhere).
 Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag);
 std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag);
+// Whether an agreed value names communicator rank r failed.
+inline bool failed_in(const std::vector<uint64_t>& v, uint32_t r) { return (v[1 + r / 64] >> (r % 64)) & 1; }
+// The members an agreed value leaves, ascending (this rank always: whether
+// it was named is the caller's question).
+std::vector<uint32_t> survivors_of(const Comm& c, const std::vector<uint64_t>& v);
+// The tag of shrink's communicator build at this point of f's agreements:
+// below ANY_TAG, so it never meets a user's, and each attempt its own.
+inline int32_t shrink_tag(const FtComm& f) { return -2 - static_cast<int32_t>(f.next_seq & 0xffffff); }
 
 }  // namespace weft::group

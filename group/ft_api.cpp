@@ -19,6 +19,9 @@ using weft::group::Comm;
 using weft::group::Engine;
 using weft::group::Ft;
 using weft::group::FtComm;
+using weft::group::failed_in;
+using weft::group::shrink_tag;
+using weft::group::survivors_of;
 
 namespace {
 
@@ -71,12 +74,10 @@ std::vector<uint64_t> value_of(const FtComm& f, uint32_t size, uint64_t flag) {
     return weft::group::agree_value(f, size, flag);
 }
 
-bool has_bit(const std::vector<uint64_t>& v, uint32_t r) { return (v[1 + r / 64] >> (r % 64)) & 1; }
-
 // L = G = the agreed set (it contains our L: our contribution is in it).
 void adopt_global(FtComm& f, const Comm& c, const std::vector<uint64_t>& v) {
     for (uint32_t r = 0; r < c.size; ++r) {
-        if (r == c.rank || !has_bit(v, r)) continue;
+        if (r == c.rank || !failed_in(v, r)) continue;
         if (!f.in_g[r]) {
             f.in_g[r] = 1;
             f.g_order.push_back(r);
@@ -93,11 +94,9 @@ void adopt_global(FtComm& f, const Comm& c, const std::vector<uint64_t>& v) {
 // (out) or none does (a member died meanwhile; the status says why).
 Status build_agreed(Target& t, const std::vector<uint32_t>& members, Comm*& out) {
     FtComm& f = t.ft->state(*t.c);
-    // The list's first member names the context ID. Tags below ANY_TAG
-    // never meet a user's, and each attempt has its own.
-    const int32_t tag = -2 - static_cast<int32_t>(f.next_seq & 0xffffff);
+    // The list's first member names the context ID.
     out = nullptr;
-    Status s = t.eng->create_from_ranks(*t.c, members.data(), static_cast<uint32_t>(members.size()), tag, out);
+    Status s = t.eng->create_from_ranks(*t.c, members.data(), static_cast<uint32_t>(members.size()), shrink_tag(f), out);
     // A member dying while the communicator is built can fail the build at
     // some members only: agree on the outcome.
     std::vector<uint64_t> ok = value_of(f, t.c->size, s == WEFT_OK ? 1 : 0);
@@ -302,10 +301,8 @@ static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
             std::vector<uint64_t> v = value_of(f, t.c->size, 1);
             Status s = t.ft->agree(*t.c, v);
             if (s != WEFT_OK) return s;
-            std::vector<uint32_t> survivors;
-            for (uint32_t r = 0; r < t.c->size; ++r)
-                if (r == t.c->rank || !has_bit(v, r)) survivors.push_back(r);
-            if (has_bit(v, t.c->rank))
+            const std::vector<uint32_t> survivors = survivors_of(*t.c, v);
+            if (failed_in(v, t.c->rank))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: the survivors agreed this process failed", __func__);
             // Either every survivor returns the new communicator or all try
             // again (the failure is then in the next agreement's set).
