@@ -318,25 +318,21 @@ static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
         }
     });
 }
+static weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req) {
+    if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
+    if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
+    return with_target(comm, __func__, [&](Target& t) -> Status {
+        // The handle is made when the survivors have the communicator.
+        weft::group::Request* r = nullptr;
+        Status s = t.ft->ishrink(*t.c, newcomm, r);
+        if (s != WEFT_OK) return s;
+        r->user = true;
+        *req = reinterpret_cast<weft_request_t>(r);
+        return WEFT_OK;
+    });
+}
 }  // namespace unrouted
 }  // extern "C++"
-
-weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req) {
-    Status st = WEFT_OK;
-    if (!newcomm) st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
-    else if (!req) st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
-    else
-        st = with_target(comm, __func__, [&](Target& t) -> Status {
-            // The handle is made when the survivors have the communicator.
-            weft::group::Request* r = nullptr;
-            Status s = t.ft->ishrink(*t.c, newcomm, r);
-            if (s != WEFT_OK) return s;
-            r->user = true;
-            *req = reinterpret_cast<weft_request_t>(r);
-            return WEFT_OK;
-        });
-    return weft::group::route_error(comm, st, __func__);
-}
 
 weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t* num_failed) {
     if (!win || win->magic != weft_window::live_magic)
@@ -374,6 +370,7 @@ WEFT_ROUTED(weft_comm_validate_clear, (weft_comm_t comm, const uint32_t* ranks, 
 WEFT_ROUTED(weft_comm_rank_states, (weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states), (comm, ranks, n, states))
 WEFT_ROUTED(weft_comm_agree, (weft_comm_t comm, int* flag), (comm, flag))
 WEFT_ROUTED(weft_comm_iagree, (weft_comm_t comm, int* flag, weft_request_t* req), (comm, flag, req))
+WEFT_ROUTED(weft_comm_ishrink, (weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req), (comm, newcomm, req))
 WEFT_ROUTED(weft_comm_revoke, (weft_comm_t comm), (comm))
 WEFT_ROUTED(weft_comm_is_revoked, (weft_comm_t comm, int* flag), (comm, flag))
 WEFT_ROUTED(weft_comm_shrink, (weft_comm_t comm, weft_comm_t* newcomm), (comm, newcomm))
