@@ -5,27 +5,25 @@
 // Several ranks (weft-run -n 2 build/bench/clock_bench): the pair against an
 // 8-byte allreduce, measured alternately in the same run (this machine is
 // shared and noisy); rank 0 prints the medians and their ratio.
+#include "bench/bench_util.hpp"
+#include "bench/check.hpp"
 #include "group/engine.hpp"
 
 #include <weft/comm.h>
 
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 namespace {
 
-weft_context_t ctx = nullptr;
+using bench::check;
+using bench::median;
+using bench::now_ns;
 
-uint64_t now_ns() {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
-}
+weft_context_t ctx = nullptr;
 
 weft::group::Comm& world_comm() { return ctx->engine->world(); }
 
@@ -39,18 +37,6 @@ void BM_CommitPair(benchmark::State& state) {
     }
 }
 BENCHMARK(BM_CommitPair);
-
-void check(weft_status_t st, const char* what) {
-    if (st != WEFT_OK) {
-        std::fprintf(stderr, "clock_bench: %s: %s\n", what, weft_strerror(st));
-        std::exit(1);
-    }
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 }  // namespace
 
