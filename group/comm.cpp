@@ -134,18 +134,9 @@ Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n
     Creation k;
     Status st = creation_start(parent, ranks, n, tag, k);
     if (st != WEFT_OK) return st;
-    const Deadline d = rt_.op_deadline();
-    Backoff backoff;
-    while (!creation_advance(k)) {
-        if (poll() > 0) {
-            backoff.reset();
-            continue;
-        }
-        if (d.passed()) {
-            creation_abandon(k);
-            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "communicator creation: a step did not finish in time");
-        }
-        pause(backoff);
+    if (!progress_until([&] { return creation_advance(k); }, rt_.op_deadline())) {
+        creation_abandon(k);
+        return WEFT_FAIL(WEFT_ERR_TIMEOUT, "communicator creation: a step did not finish in time");
     }
     out = k.comm;
     return k.status;

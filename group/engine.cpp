@@ -192,18 +192,7 @@ void Engine::pause(Backoff& b) {
 }
 
 Status Engine::wait(Request& r, Deadline d) {
-    Backoff backoff;
-    for (uint32_t spins = 0; !r.done; ++spins) {
-        if (poll() > 0) {
-            backoff.reset();
-            continue;
-        }
-        if (r.done) break;
-        // A clock read costs as much as a poll: look at it now and then.
-        if ((spins & 31) == 31 && d.passed()) return WEFT_ERR_TIMEOUT;
-        pause(backoff);
-    }
-    return WEFT_OK;
+    return progress_until([&] { return r.done; }, d) ? WEFT_OK : WEFT_ERR_TIMEOUT;
 }
 
 // ------------------------------------------------------------- contexts

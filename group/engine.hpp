@@ -239,6 +239,23 @@ public:
     // Waits between polls: spin, yield, then sleep; with MULTIPLE, lets
     // other threads in while it does.
     void pause(Backoff& b);
+    // Polls, pausing when idle, until done() holds; false if the deadline
+    // passed first. A clock read costs as much as a poll: it looks at the
+    // clock every 32nd idle spin.
+    template <typename Done>
+    bool progress_until(Done done, Deadline d) {
+        Backoff backoff;
+        for (uint32_t spins = 0; !done(); ++spins) {
+            if (poll() > 0) {
+                backoff.reset();
+                continue;
+            }
+            if (done()) break;
+            if ((spins & 31) == 31 && d.passed()) return false;
+            pause(backoff);
+        }
+        return true;
+    }
     bool live(const Request* r) const { return r && r->magic == Request::live_magic; }
 
     // Collective Clock of c in the pinned state window (drain/ reads it).
