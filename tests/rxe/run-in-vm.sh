@@ -81,7 +81,7 @@ VMLINUZ=$KDIR/root/boot/vmlinuz-$KVER
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
 netfs fscache 9pnet 9pnet_virtio 9p overlay
 crc32_generic ib_core ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe
-ib_cm iw_cm configfs rdma_cm rdma_ucm"
+ib_cm iw_cm configfs rdma_cm rdma_ucm dummy"
 INITRD=$CACHE/initramfs-$KVER.cpio
 if [ ! -f "$INITRD" ] || [ "$0" -nt "$INITRD" ]; then
   IR=$CACHE/initramfs

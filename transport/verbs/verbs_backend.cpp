@@ -23,8 +23,6 @@ namespace weft::verbs {
 
 extern const RmaOps verbs_ops;
 
-namespace {
-
 // The per-process connection record exchanged over the bootstrap:
 // fixed part, then one QP number per universe peer (the QP that process
 // created for us).
@@ -36,8 +34,21 @@ struct ConnRecord {
     uint8_t link_layer;
     uint8_t mtu;  // ibv_mtu of the active port
     uint8_t gid[16];
+    uint8_t connect_mode;  // ConnectMode: every process must use the same
+    uint8_t pad[3];
+    CmAddress cm;  // where this process's rdma_cm listens (rdma_cm mode)
 };
-static_assert(sizeof(ConnRecord) == 40);
+static_assert(sizeof(ConnRecord) == 64);
+
+namespace {
+
+const char* mode_name(uint8_t m) {
+    switch (static_cast<ConnectMode>(m)) {
+        case ConnectMode::exchange: return "exchange";
+        case ConnectMode::rdma_cm: return "rdma_cm";
+    }
+    return "?";
+}
 
 uint8_t* alloc_pages(size_t len) {
     void* p = nullptr;
@@ -58,7 +69,10 @@ uint8_t qp_retry() { return static_cast<uint8_t>(std::min<uint64_t>(env_u64("WEF
 
 // ------------------------------------------------------------------ init
 Status VerbsBackend::init() {
-    Status st = open_device(dev_);
+    ConnectMode mode = ConnectMode::exchange;
+    Status st = connect_mode_from_env(mode);
+    if (st != WEFT_OK) return st;
+    st = open_device(dev_, mode == ConnectMode::rdma_cm);
     if (st != WEFT_OK) return st;
     nconns_ = rt_.universe_size();
     pd_ = ibv_alloc_pd(dev_.ctx);
@@ -137,8 +151,18 @@ Status VerbsBackend::init() {
     st = observer_->create(dev_.ctx, pd_, dev_.port, nconns_);
     if (st != WEFT_OK) return st;
 
+    CmAddress listening{};
+    if (mode == ConnectMode::rdma_cm) {
+        cm_ = std::make_unique<CmConnector>();
+        st = cm_local_address(dev_, listening);
+        if (st == WEFT_OK) st = cm_->listen(dev_, listening);
+        if (st != WEFT_OK) return st;
+    }
+
     psn_ = (static_cast<uint32_t>(getpid()) * 2654435761u ^ static_cast<uint32_t>(now_ns())) & 0xffffff;
     ConnRecord me{};
+    me.connect_mode = static_cast<uint8_t>(mode);
+    me.cm = listening;
     me.psn = psn_;
     me.ctrl_rkey = ctrl_mr_->rkey;
     me.ctrl_addr = reinterpret_cast<uint64_t>(ctrl_mem_);
@@ -161,16 +185,40 @@ Status VerbsBackend::init() {
     if (all.size() != nconns_)
         return WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs: connection exchange: %zu of %u records", all.size(), nconns_);
     const uint32_t self_u = rt_.self_universe();
+    std::vector<CmLink> cm_links;
+    std::vector<CmAddress> cm_addrs(nconns_);
     for (uint32_t u = 0; u < nconns_; ++u) {
         if (all[u].size() != sizeof(ConnRecord) + 8 * nconns_)
             return WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs: connection record %u has %zu bytes", u, all[u].size());
+        ConnRecord r;
+        std::memcpy(&r, all[u].data(), sizeof r);
+        if (r.connect_mode != me.connect_mode)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG,
+                             "verbs: universe rank %u connects by %s, this process by %s (set WEFT_VERBS_CONNECT "
+                             "alike everywhere)",
+                             u, mode_name(r.connect_mode), mode_name(me.connect_mode));
         uint32_t qpn, obs;
         std::memcpy(&qpn, all[u].data() + sizeof(ConnRecord) + 4 * self_u, 4);
         std::memcpy(&obs, all[u].data() + sizeof(ConnRecord) + 4 * (nconns_ + self_u), 4);
         const uint32_t p = rt_.peer_of_universe(u);
-        st = connect(conns_[p], all[u].data(), qpn);
+        st = use_record(conns_[p], r);
+        if (st != WEFT_OK) return st;
+        if (mode == ConnectMode::rdma_cm && u != self_u) {
+            // rdma_cm connects these below; our loopback QPs need no address.
+            cm_addrs[u] = r.cm;
+            cm_links.push_back(CmLink{conns_[p].qp, u, 0});
+            cm_links.push_back(CmLink{observer_->qp(p), u, 1});
+            continue;
+        }
+        st = bring_up(conns_[p].qp, p, all[u].data(), qpn);
         if (st != WEFT_OK) return st;
         st = bring_up(observer_->qp(p), p, all[u].data(), obs);
+        if (st != WEFT_OK) return st;
+    }
+    if (mode == ConnectMode::rdma_cm) {
+        const uint8_t rd = static_cast<uint8_t>(std::min({dev_.attr.max_qp_rd_atom, dev_.attr.max_qp_init_rd_atom, 16}));
+        st = cm_->connect_all(self_u, cm_links, cm_addrs, CmQpTuning{qp_timeout(), qp_retry(), 6, rd},
+                              rt_.op_deadline());
         if (st != WEFT_OK) return st;
     }
     // Nobody sends before every QP of the universe is ready to receive
@@ -183,15 +231,14 @@ Status VerbsBackend::init() {
     return WEFT_OK;
 }
 
-Status VerbsBackend::connect(Conn& c, const uint8_t* remote, uint32_t remote_qpn) {
-    ConnRecord r;
-    std::memcpy(&r, remote, sizeof r);
+// The peer's control slot for us, once its record says where it is.
+Status VerbsBackend::use_record(Conn& c, const ConnRecord& r) {
     if (r.link_layer != dev_.port_attr.link_layer)
         return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: peer %u is on another link layer (%u, here %u)", c.peer,
                          r.link_layer, dev_.port_attr.link_layer);
     c.remote_ctrl = r.ctrl_addr + sizeof(PeerCtrl) * rt_.self_universe();
     c.remote_ctrl_rkey = r.ctrl_rkey;
-    return bring_up(c.qp, c.peer, remote, remote_qpn);
+    return WEFT_OK;
 }
 
 // INIT -> RTR -> RTS towards the peer's QP remote_qpn.
@@ -254,6 +301,8 @@ VerbsBackend::~VerbsBackend() {
         for (uint32_t p = 0; p < nconns_; ++p)
             if (conns_[p].qp) ibv_destroy_qp(conns_[p].qp);
     observer_.reset();
+    // After the QPs: a destroyed rdma_cm_id tells the peer we disconnect.
+    cm_.reset();
     if (local_mr_) ibv_dereg_mr(local_mr_);
     if (ctrl_mr_) ibv_dereg_mr(ctrl_mr_);
     if (cq_) {

@@ -35,6 +35,7 @@
 
 #include "transport/backend.hpp"
 #include "transport/runtime.hpp"
+#include "transport/verbs/verbs_cm.hpp"
 #include "transport/verbs/verbs_device.hpp"
 #include "transport/verbs/verbs_observer.hpp"
 
@@ -143,6 +144,7 @@ struct Arrival {
 };
 
 struct WindowData;
+struct ConnRecord;
 
 class VerbsBackend final : public Backend {
 public:
@@ -239,7 +241,7 @@ private:
     void check_rndv(Conn& c);
     uint32_t dispatch();
     Status send_eager(Conn& c, uint32_t imm, const void* payload, size_t len);
-    Status connect(Conn& c, const uint8_t* remote, uint32_t remote_qpn);
+    Status use_record(Conn& c, const ConnRecord& r);
     Status bring_up(ibv_qp* qp, uint32_t peer, const uint8_t* remote, uint32_t remote_qpn);
 
     Runtime& rt_;
@@ -263,6 +265,7 @@ private:
 
     std::unique_ptr<Conn[]> conns_;  // by peer index, universe_size of them
     std::unique_ptr<VerbsObserver> observer_;  // the failure detector's QPs
+    std::unique_ptr<CmConnector> cm_;          // WEFT_VERBS_CONNECT=rdma_cm only
     uint32_t nconns_ = 0;
 
     // CQ entries taken but not yet handled: pollers share this cursor so a

@@ -2,7 +2,14 @@
 // device listing.
 #include "transport/verbs/verbs_device.hpp"
 
+#include "transport/verbs/verbs_cm.hpp"
+
+#include <weft/config.hpp>
+
 #include <arpa/inet.h>
+#if WEFT_HAVE_RDMACM
+#include <rdma/rdma_cma.h>
+#endif
 
 #include <cerrno>
 #include <cstdlib>
@@ -15,11 +22,6 @@ namespace {
 bool gid_is_zero(const ibv_gid& g) {
     static const ibv_gid zero{};
     return std::memcmp(&g, &zero, sizeof g) == 0;
-}
-
-bool gid_is_ipv4_mapped(const ibv_gid& g) {
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::memcmp(g.raw, prefix, sizeof prefix) == 0;
 }
 
 std::string gid_text(const ibv_gid& g) {
@@ -64,7 +66,43 @@ uint8_t active_port(ibv_context* ctx, const ibv_device_attr& da, uint8_t want, i
     return 0;
 }
 
+// Queries ctx; fills d if it has a usable port and GID, else says why in
+// `tried`. Does not close ctx.
+bool probe(ibv_context* ctx, const char* name, uint8_t want_port, Device& d, std::string& tried) {
+    d.ctx = ctx;
+    d.name = name;
+    if (ibv_query_device(ctx, &d.attr) != 0) {
+        tried += std::string(" ") + name + "(query failed)";
+        return false;
+    }
+    d.port = active_port(ctx, d.attr, want_port, d.port_attr);
+    if (!d.port) {
+        tried += std::string(" ") + name + "(no active port)";
+        return false;
+    }
+    d.roce = d.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    std::string why;
+    const uint64_t forced = env_u64("WEFT_VERBS_GID_INDEX", UINT64_MAX);
+    d.gid_index = forced != UINT64_MAX ? static_cast<int>(forced) : choose_gid(ctx, d.port, d.port_attr, why);
+    if (d.gid_index < 0 || d.gid_index >= d.port_attr.gid_tbl_len ||
+        ibv_query_gid(ctx, d.port, d.gid_index, &d.gid) != 0 || (d.roce && gid_is_zero(d.gid))) {
+        tried += std::string(" ") + name + "(no usable GID)";
+        return false;
+    }
+    WEFT_LOG(debug, "verbs: %s port %u, %s, lid %u, gid[%d] %s%s%s", name, d.port,
+             link_layer_name(d.port_attr.link_layer), d.port_attr.lid, d.gid_index, gid_text(d.gid).c_str(),
+             why.empty() ? "" : ": ", why.c_str());
+    return true;
+}
+
 }  // namespace
+
+bool gid_is_ipv4_mapped(const ibv_gid& g) {
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return std::memcmp(g.raw, prefix, sizeof prefix) == 0;
+}
+
+bool gid_is_link_local(const ibv_gid& g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }
 
 const char* atomic_cap_name(ibv_atomic_cap c) {
     switch (c) {
@@ -97,7 +135,7 @@ int choose_gid(ibv_context* ctx, uint8_t port, const ibv_port_attr& pa, std::str
     return best;
 }
 
-Status open_device(Device& out) {
+Status open_device(Device& out, bool from_rdmacm) {
     const std::string spec = env_string("WEFT_VERBS_DEVICE", "");
     std::string want_name = spec;
     uint8_t want_port = 0;
@@ -110,51 +148,51 @@ Status open_device(Device& out) {
     }
 
     int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    if (!list)
-        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: ibv_get_device_list: %s (is ib_uverbs loaded?)",
-                         std::strerror(errno));
     Status st = WEFT_ERR_UNSUPPORTED;
     std::string tried;
-    for (int i = 0; i < n && st != WEFT_OK; ++i) {
-        const char* name = ibv_get_device_name(list[i]);
-        if (!want_name.empty() && want_name != name) continue;
-        ibv_context* ctx = ibv_open_device(list[i]);
-        if (!ctx) {
-            tried += std::string(" ") + name + "(cannot open)";
-            continue;
+    if (from_rdmacm) {
+#if WEFT_HAVE_RDMACM
+        // librdmacm opened every device already and keeps the contexts.
+        ibv_context** list = rdma_get_devices(&n);
+        if (!list)
+            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: rdma_get_devices: %s (is rdma_ucm loaded?)",
+                             std::strerror(errno));
+        for (int i = 0; i < n && st != WEFT_OK; ++i) {
+            const char* name = ibv_get_device_name(list[i]->device);
+            if (!want_name.empty() && want_name != name) continue;
+            Device d;
+            if (!probe(list[i], name, want_port, d, tried)) continue;
+            d.ctx_from_rdmacm = true;
+            out = std::move(d);
+            st = WEFT_OK;
         }
-        Device d;
-        d.ctx = ctx;
-        d.name = name;
-        if (ibv_query_device(ctx, &d.attr) != 0) {
-            tried += std::string(" ") + name + "(query failed)";
-            ibv_close_device(ctx);
-            continue;
+        rdma_free_devices(list);
+#else
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: this build of weft has no librdmacm (WEFT_VERBS_CONNECT=rdma_cm)");
+#endif
+    } else {
+        ibv_device** list = ibv_get_device_list(&n);
+        if (!list)
+            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: ibv_get_device_list: %s (is ib_uverbs loaded?)",
+                             std::strerror(errno));
+        for (int i = 0; i < n && st != WEFT_OK; ++i) {
+            const char* name = ibv_get_device_name(list[i]);
+            if (!want_name.empty() && want_name != name) continue;
+            ibv_context* ctx = ibv_open_device(list[i]);
+            if (!ctx) {
+                tried += std::string(" ") + name + "(cannot open)";
+                continue;
+            }
+            Device d;
+            if (!probe(ctx, name, want_port, d, tried)) {
+                ibv_close_device(ctx);
+                continue;
+            }
+            out = std::move(d);
+            st = WEFT_OK;
         }
-        d.port = active_port(ctx, d.attr, want_port, d.port_attr);
-        if (!d.port) {
-            tried += std::string(" ") + name + "(no active port)";
-            ibv_close_device(ctx);
-            continue;
-        }
-        d.roce = d.port_attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-        std::string why;
-        const uint64_t forced = env_u64("WEFT_VERBS_GID_INDEX", UINT64_MAX);
-        d.gid_index = forced != UINT64_MAX ? static_cast<int>(forced) : choose_gid(ctx, d.port, d.port_attr, why);
-        if (d.gid_index < 0 || d.gid_index >= d.port_attr.gid_tbl_len ||
-            ibv_query_gid(ctx, d.port, d.gid_index, &d.gid) != 0 || (d.roce && gid_is_zero(d.gid))) {
-            tried += std::string(" ") + name + "(no usable GID)";
-            ibv_close_device(ctx);
-            continue;
-        }
-        WEFT_LOG(debug, "verbs: %s port %u, %s, lid %u, gid[%d] %s%s%s", name, d.port,
-                 link_layer_name(d.port_attr.link_layer), d.port_attr.lid, d.gid_index, gid_text(d.gid).c_str(),
-                 why.empty() ? "" : ": ", why.c_str());
-        out = std::move(d);
-        st = WEFT_OK;
+        ibv_free_device_list(list);
     }
-    ibv_free_device_list(list);
     if (st == WEFT_OK) return WEFT_OK;
     if (n == 0) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: no RDMA device on this host");
     if (!want_name.empty() && tried.empty())
@@ -163,7 +201,7 @@ Status open_device(Device& out) {
 }
 
 void close_device(Device& d) {
-    if (d.ctx) ibv_close_device(d.ctx);
+    if (d.ctx && !d.ctx_from_rdmacm) ibv_close_device(d.ctx);
     d.ctx = nullptr;
 }
 
@@ -208,6 +246,16 @@ int describe_devices(FILE* out) {
             }
             if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && pick >= 0)
                 std::fprintf(out, "      weft uses gid[%d] (%s)\n", pick, why.c_str());
+            // Where WEFT_VERBS_CONNECT=rdma_cm would listen.
+            Device d;
+            d.name = name;
+            d.port = p;
+            d.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+            if (pick >= 0) ibv_query_gid(ctx, p, pick, &d.gid);
+            CmAddress cm;
+            std::string cm_why;
+            if (cm_address_of(d, cm, cm_why)) std::fprintf(out, "      rdma_cm address: %s\n", cm_address_text(cm).c_str());
+            else std::fprintf(out, "      rdma_cm: unusable: %s\n", cm_why.c_str());
         }
         ibv_close_device(ctx);
     }

@@ -26,6 +26,7 @@ namespace weft::verbs {
 
 struct Device {
     ibv_context* ctx = nullptr;
+    bool ctx_from_rdmacm = false;  // librdmacm's context: it stays open with librdmacm
     std::string name;
     uint8_t port = 1;
     int gid_index = 0;
@@ -37,7 +38,10 @@ struct Device {
 
 // Opens the device WEFT_VERBS_DEVICE names (or the first usable one) and
 // fills `out`. On failure nothing stays open and the reason is logged.
-Status open_device(Device& out);
+// from_rdmacm: take the device context librdmacm opened (rdma_get_devices)
+// instead of opening one: a QP that rdma_cm connects must live on the
+// context its rdma_cm_id is bound to (verbs_cm.hpp).
+Status open_device(Device& out, bool from_rdmacm = false);
 void close_device(Device& d);
 
 // The GID index weft would pick on (ctx, port); -1 if none is usable.
@@ -49,5 +53,9 @@ int choose_gid(ibv_context* ctx, uint8_t port, const ibv_port_attr& pa, std::str
 int describe_devices(FILE* out);
 
 const char* atomic_cap_name(ibv_atomic_cap c);
+
+// GID helpers shared with rdma_cm's address choice.
+bool gid_is_ipv4_mapped(const ibv_gid& g);
+bool gid_is_link_local(const ibv_gid& g);
 
 }  // namespace weft::verbs

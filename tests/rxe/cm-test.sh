@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# cm-test.sh WEFT_RUN LAUNCH_HELPER — rdma_cm connection set-up beyond the
+# suites (run through with-cm-device.sh, inside the soft-RoCE VM):
+#   1. two jobs of one launch connect through rdma_cm (universe indices
+#      differ from ranks: the lower universe index is the active side),
+#      and every process says it did;
+#   2. a device on the loopback interface (rxe0) is refused at init with a
+#      reason, not left to hang in address resolution;
+#   3. processes that disagree on WEFT_VERBS_CONNECT fail at init, saying so.
+set -u
+run=$1 helper=$2
+fail() { echo "cm-test: FAILED: $*" >&2; exit 1; }
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+echo "--- two jobs over rdma_cm on ${WEFT_VERBS_DEVICE:-the default device}"
+WEFT_LOG=debug "$run" --timeout 120 --transport verbs -n 2 "$helper" jobs : -n 2 "$helper" jobs >"$out" 2>&1 ||
+  { cat "$out"; fail "two jobs over rdma_cm"; }
+grep "job .* ok" "$out"
+# Each process connected its 3 peers' application and detector QPs (6)
+# through rdma_cm, not by exchanged QP numbers.
+n=$(grep -c "verbs rdma_cm: 6 QPs connected" "$out")
+[ "$n" = 4 ] || { cat "$out"; fail "$n of 4 processes say they connected 6 QPs through rdma_cm"; }
+
+if [ -e /sys/class/infiniband/rxe0 ] && [ "${WEFT_RXE_REQUIRED:-0}" = 1 ]; then
+  echo "--- rdma_cm on rxe0 (lo) is refused"
+  if WEFT_VERBS_DEVICE=rxe0 "$run" --timeout 60 --transport verbs -n 2 "$helper" exit 0 >"$out" 2>&1; then
+    cat "$out"; fail "rdma_cm on the loopback interface succeeded"
+  fi
+  grep -q "loopback address, which rdma_cm cannot route" "$out" || { cat "$out"; fail "no reason given for rxe0"; }
+fi
+
+echo "--- mixed WEFT_VERBS_CONNECT"
+if "$run" --timeout 60 --transport verbs -n 1 env WEFT_VERBS_CONNECT=exchange "$helper" jobs : -n 1 "$helper" jobs \
+    >"$out" 2>&1; then
+  cat "$out"; fail "mixed connection modes succeeded"
+fi
+grep -q "set WEFT_VERBS_CONNECT alike everywhere" "$out" || { cat "$out"; fail "no reason given for mixed modes"; }
+echo "cm-test: ok"
