@@ -100,7 +100,16 @@ Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.stat
     attempt_ns_ = env_u64("WEFT_DRAIN_ATTEMPT_MS", 5000) * 1000000ull;
     free_run_ns_ = env_u64("WEFT_DRAIN_FREE_RUN_MS", 100) * 1000000ull;
     timeout_ns_ = env_u64("WEFT_DRAIN_TIMEOUT_MS", 60000) * 1000000ull;
-    idle_ns_ = std::max<uint64_t>(env_u64("WEFT_DRAIN_IDLE_US", 1000), 10) * 1000ull;
+    // Off shm nothing wakes an idle drain thread: it looks for a request
+    // every idle_ns_, and progresses the transport for an application that
+    // is not in weft. Over UCX peers' operations can wait for that progress
+    // (queued behind an active message, or emulated atomics): 1 ms. Over
+    // verbs the NIC serves them, and each look is only a wake-up the
+    // application did not ask for (OS noise: on 2 soft-RoCE vCPUs, looks
+    // every 1 ms cost the fetch-add benchmark 10% of its mean) while a
+    // drain is rare and takes milliseconds anyway: 10 ms.
+    const uint64_t idle_us = std::strcmp(rt_.backend().name(), "verbs") == 0 ? 10000 : 1000;
+    idle_ns_ = std::max<uint64_t>(env_u64("WEFT_DRAIN_IDLE_US", idle_us), 10) * 1000ull;
     // weft-run --drain-on SIG: an eventfd it writes when the signal comes,
     // and a pipe for the report (both inherited).
     trigger_fd_ = std::getenv("WEFT_DRAIN_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_FD", 0)) : -1;
