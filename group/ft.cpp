@@ -527,19 +527,9 @@ uint32_t Ft::finish_iagrees() {
 Status Ft::agree(Comm& c, std::vector<uint64_t>& value) {
     const uint64_t seq = enter(c, value);
     Instance& in = instance(c.id, seq);
-    const Deadline d = rt_.op_deadline();
-    Backoff b;
-    while (!in.decided) {
-        if (eng_.poll() > 0) {
-            b.reset();
-            continue;
-        }
-        if (in.decided) break;
-        if (d.passed())
-            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "agreement %llu on communicator %llx: no decision within the deadline",
-                             static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c.id));
-        eng_.pause(b);
-    }
+    if (!eng_.progress_until([&] { return in.decided; }, rt_.op_deadline()))
+        return WEFT_FAIL(WEFT_ERR_TIMEOUT, "agreement %llu on communicator %llx: no decision within the deadline",
+                         static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c.id));
     value = in.decision;
     return WEFT_OK;
 }
