@@ -29,6 +29,7 @@
 
 #include "transport/runtime.hpp"
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -457,5 +458,7 @@ struct weft_comm {
     uint64_t magic = live_magic;
     weft::group::Engine* engine = nullptr;
     weft::group::Comm* comm = nullptr;
-    weft_errhandler* errhandler = nullptr;  // null: WEFT_ERRORS_RETURN (group/errhandler.cpp)
+    // null: WEFT_ERRORS_RETURN. Written under the registry mutex; atomic so
+    // that a failed call can see "no handler" without it (group/errhandler.cpp).
+    std::atomic<weft_errhandler*> errhandler{nullptr};
 };

@@ -2,9 +2,12 @@
 //
 // Handlers live in a registry so that a stale or made-up handle is an
 // argument error, not a crash. One mutex guards the registry, the reference
-// counts and every communicator's handler pointer; it is taken only on the
-// error path and by the handler calls themselves, never on a call that
-// succeeds.
+// counts and every change of a communicator's handler pointer; a call that
+// succeeds never takes it, and neither does a failed one on a communicator
+// with no handler or a predefined one (the pointer is atomic, predefined
+// handlers never go away): a failure storm on many threads does not
+// serialise on it. Only user handlers, which need a reference while they
+// run, are called under it.
 #include "group/errhandler.hpp"
 
 #include "group/engine.hpp"
@@ -46,10 +49,17 @@ bool live(weft_comm_t comm) { return comm && comm->magic == weft_comm::live_magi
 }  // namespace
 
 Status route_failure(weft_comm_t comm, Status st, const char* fn) {
-    std::unique_lock<std::mutex> g(registry_mutex());
     // No handler to ask for a NULL, freed or foreign handle.
-    if (!live(comm) || !comm->errhandler) return st;
-    weft_errhandler* e = comm->errhandler;
+    if (!live(comm)) return st;
+    weft_errhandler* e = comm->errhandler.load(std::memory_order_acquire);
+    if (!e || e == &weft_errors_return_) return st;
+    std::unique_lock<std::mutex> g(registry_mutex(), std::defer_lock);
+    if (!predefined(e)) {
+        // A user handler: look again under the mutex, which keeps it alive.
+        g.lock();
+        e = comm->errhandler.load(std::memory_order_relaxed);
+        if (!live(comm) || !e) return st;
+    }
     switch (e->kind) {
         case weft_errhandler::Kind::returns:
             return st;
@@ -72,16 +82,17 @@ Status route_failure(weft_comm_t comm, Status st, const char* fn) {
 
 void inherit_errhandler(weft_comm_t child, weft_comm_t parent) {
     std::lock_guard<std::mutex> g(registry_mutex());
-    if (!live(child) || !live(parent) || !parent->errhandler) return;
-    child->errhandler = parent->errhandler;
-    if (!predefined(child->errhandler)) ++child->errhandler->refs;
+    weft_errhandler* e = live(child) && live(parent) ? parent->errhandler.load() : nullptr;
+    if (!e) return;
+    if (!predefined(e)) ++e->refs;
+    child->errhandler.store(e, std::memory_order_release);
 }
 
 void release_errhandler(weft_comm_t comm) {
     std::lock_guard<std::mutex> g(registry_mutex());
     if (!comm) return;
-    drop(comm->errhandler);
-    comm->errhandler = nullptr;
+    drop(comm->errhandler.load());
+    comm->errhandler.store(nullptr, std::memory_order_release);
 }
 
 }  // namespace weft::group
@@ -106,8 +117,8 @@ weft_status_t weft_comm_set_errhandler(weft_comm_t comm, weft_errhandler_t errha
     if (!live(comm)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__);
     if (!known(errhandler)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: not an error handler (freed?)", __func__);
     if (!predefined(errhandler)) ++errhandler->refs;
-    drop(comm->errhandler);
-    comm->errhandler = errhandler;
+    drop(comm->errhandler.load());
+    comm->errhandler.store(errhandler, std::memory_order_release);
     return WEFT_OK;
 }
 
@@ -115,7 +126,8 @@ weft_status_t weft_comm_get_errhandler(weft_comm_t comm, weft_errhandler_t* errh
     if (!errhandler) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: errhandler is NULL", __func__);
     std::lock_guard<std::mutex> g(registry_mutex());
     if (!live(comm)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__);
-    weft_errhandler* e = comm->errhandler ? comm->errhandler : &weft_errors_return_;
+    weft_errhandler* e = comm->errhandler.load();
+    if (!e) e = &weft_errors_return_;
     ++e->refs;  // the caller's reference, predefined or not
     *errhandler = e;
     return WEFT_OK;

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -130,6 +132,56 @@ TEST_F(ErrHandler, NewCommunicatorsInheritTheParentsHandler) {
     EXPECT_EQ(seen.statuses.size(), 4u);
     for (weft_comm_t* c : {&dup, &split, &shrunk, &ishrunk}) ASSERT_EQ(weft_comm_free(c), WEFT_OK);
     ASSERT_EQ(weft_comm_set_errhandler(world, WEFT_ERRORS_RETURN), WEFT_OK);
+}
+
+// Failed calls on three threads while the main thread keeps replacing the
+// world's handler: a new user handler, then WEFT_ERRORS_RETURN (which drops
+// the handler's last reference, unless a call is running it). A failed
+// call reads the handler pointer without the registry mutex; every call
+// must return either its own status or the one the handler set, and a
+// handler must never run after it is gone. CI runs this under TSan.
+TEST(ErrHandlerThreads, FailuresOnManyThreadsWhileTheHandlerChanges) {
+    clear_launcher_env();
+    weft_context_t ctx = nullptr;
+    weft_thread_level_t provided{};
+    ASSERT_EQ(weft_init_thread(WEFT_THREAD_MULTIPLE, &provided, &ctx), WEFT_OK);
+    ASSERT_EQ(provided, WEFT_THREAD_MULTIPLE);
+    weft_comm_t world = nullptr;
+    ASSERT_EQ(weft_comm_world(ctx, &world), WEFT_OK);
+    std::atomic<uint64_t> handled{0}, calls{0}, replaced{0}, unexpected{0};
+    std::atomic<bool> stop{false};
+    auto replace = [](weft_comm_t, weft_status_t* st, void* arg) {
+        static_cast<std::atomic<uint64_t>*>(arg)->fetch_add(1);
+        *st = WEFT_ERR_TIMEOUT;
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t)
+        threads.emplace_back([&] {
+            while (!stop.load()) {
+                uint64_t v = 0;
+                const weft_status_t st = weft_send(world, &v, 1, WEFT_UINT64, 5, 0);  // rank 5: no such rank
+                calls.fetch_add(1);
+                if (st == WEFT_ERR_TIMEOUT) replaced.fetch_add(1);
+                else if (st != WEFT_ERR_INVALID_RANK) unexpected.fetch_add(1);
+            }
+        });
+    bool ok = true;
+    // At least 2000 swaps, and until handlers have run a few times (the
+    // threads may start late on a loaded machine).
+    for (int i = 0; ok && i < 1000000 && (i < 2000 || handled.load() < 50); ++i) {
+        weft_errhandler_t eh = nullptr;
+        ok = weft_comm_create_errhandler(replace, &handled, &eh) == WEFT_OK &&
+             weft_comm_set_errhandler(world, eh) == WEFT_OK && weft_errhandler_free(&eh) == WEFT_OK;
+        if (i % 3 == 0) std::this_thread::yield();
+        ok = ok && weft_comm_set_errhandler(world, WEFT_ERRORS_RETURN) == WEFT_OK;
+    }
+    stop.store(true);
+    for (auto& t : threads) t.join();
+    EXPECT_TRUE(ok) << "creating, setting or freeing a handler failed";
+    EXPECT_EQ(unexpected.load(), 0u);
+    EXPECT_EQ(replaced.load(), handled.load()) << "every handler call's status is its call's";
+    EXPECT_GE(handled.load(), 50u) << "the user handlers were hardly ever called";
+    EXPECT_EQ(weft_finalize(ctx), WEFT_OK);
 }
 
 TEST_F(ErrHandler, HandleRules) {
