@@ -82,7 +82,7 @@ void Ft::on_release(void* arg, uint64_t id) {
 
 FtComm& Ft::state(Comm& c) {
     auto& p = comms_[c.id];
-    if (!p) p = std::make_unique<FtComm>();
+    if (!p) p = std::make_shared<FtComm>();
     if (p->size != c.size) {
         p->serial = next_serial.fetch_add(1, std::memory_order_relaxed);
         p->size = c.size;

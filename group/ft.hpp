@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <atomic>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -44,8 +45,12 @@ weft_comm* new_comm_handle(Engine& e, Comm* c, weft_comm_t parent);
 
 // Failed sets of one communicator. L and G grow only; each is kept as the
 // order in which ranks were added, so a thread's view is a prefix length.
-struct FtComm {
-    uint64_t serial = 0;  // unique in the process: keys threads' cursors
+// Shared so that threads' cursors (ft_api.cpp) can tell, through a weak
+// reference, when the communicator is gone.
+struct FtComm : std::enable_shared_from_this<FtComm> {
+    // Unique in the process, keys threads' cursors; atomic because another
+    // context's thread may read it while pruning its cursors.
+    std::atomic<uint64_t> serial{0};
     uint32_t size = 0;
     std::vector<uint8_t> in_l, in_g;    // by communicator rank
     // The seed's per-connection state: UP (not in L), DOWN (in L), CLEARED
@@ -94,6 +99,8 @@ public:
     // communicators with failed sets and the agreement instances kept here.
     uint64_t coordinated() const { return coordinated_; }
     size_t tracked_comms() const { return comms_.size(); }
+    // The calling thread's FAILED_NEW cursors, of all contexts (tests).
+    static size_t thread_cursors();
     size_t tracked_instances() const { return instances_.size(); }
 
 private:
@@ -143,7 +150,7 @@ private:
     Engine& eng_;
     Runtime& rt_;
     Detector& det_;
-    std::unordered_map<uint64_t, std::unique_ptr<FtComm>> comms_;  // by context ID
+    std::unordered_map<uint64_t, std::shared_ptr<FtComm>> comms_;  // by context ID
     std::map<std::pair<uint64_t, uint64_t>, Instance> instances_;
     std::vector<Msg> inbox_;
     std::vector<uint64_t> revoked_ids_;  // revoke notices for communicators not created here yet

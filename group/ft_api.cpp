@@ -30,9 +30,26 @@ namespace {
 // [prev, cur) of them; so each thread sees each new failure once.
 struct Cursor {
     size_t l_prev = 0, l_cur = 0, g_prev = 0, g_cur = 0;
+    std::weak_ptr<const FtComm> of;
 };
 // Keyed by FtComm::serial (unique in the process, never reused).
 thread_local std::unordered_map<uint64_t, Cursor> cursors;
+
+// This thread's cursor for f (the caller holds the context's lock). A new
+// one first drops the cursors of communicators freed or rebuilt since
+// (their sets are gone, or have a new serial), so a thread that validates
+// many short-lived communicators keeps only the live ones' cursors.
+Cursor& cursor_of(const FtComm& f) {
+    auto it = cursors.find(f.serial);
+    if (it != cursors.end()) return it->second;
+    for (auto i = cursors.begin(); i != cursors.end();) {
+        const std::shared_ptr<const FtComm> c = i->second.of.lock();
+        i = !c || c->serial != i->first ? cursors.erase(i) : std::next(i);
+    }
+    Cursor& cur = cursors[f.serial];
+    cur.of = f.weak_from_this();
+    return cur;
+}
 
 struct Target {
     Comm* c = nullptr;
@@ -133,6 +150,8 @@ Status rebuild_survivors(Target& t) {
 
 }  // namespace
 
+size_t weft::group::Ft::thread_cursors() { return cursors.size(); }
+
 extern "C" {
 
 extern "C++" {
@@ -142,7 +161,7 @@ static weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_fa
         uint32_t total = 0, added = 0;
         t.ft->update_local(*t.c, total, added);
         FtComm& f = t.ft->state(*t.c);
-        Cursor& cur = cursors[f.serial];
+        Cursor& cur = cursor_of(f);
         cur.l_prev = cur.l_cur;
         cur.l_cur = f.l_order.size();
         if (num_failed) *num_failed = total;
@@ -165,7 +184,7 @@ static weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_f
         for (uint32_t r : f.g_order) t.ft->clear(*t.c, f, r);
         s = rebuild_survivors(t);
         if (s != WEFT_OK) return s;
-        Cursor& cur = cursors[f.serial];
+        Cursor& cur = cursor_of(f);
         cur.l_prev = cur.l_cur;
         cur.l_cur = f.l_order.size();
         cur.g_prev = cur.g_cur;
@@ -190,7 +209,7 @@ static weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t wh
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with capacity %zu", __func__, capacity);
     return with_target(comm, __func__, [&](Target& t) -> Status {
         FtComm& f = t.ft->state(*t.c);
-        const Cursor& cur = cursors[f.serial];
+        const Cursor& cur = cursor_of(f);
         std::vector<uint32_t> out;
         if (w == WEFT_FAILED_CLEARED || w == WEFT_FAILED_UNCLEARED) {
             // The thread's L, split by the per-rank state.

@@ -621,8 +621,10 @@ TEST_F(Ft, LongStopIsDeclaredAndKilled) {
 }
 
 // mp.ft.reclaim.*: a communicator's failed sets and agreement instances go
-// when it is released: dup, agree, validate_global, free, twenty times.
-// (Internals: the Ft layer of this context, reached through the handle.)
+// when it is released, and so do this thread's FAILED_NEW cursors for it
+// (when it next needs a new one): dup, agree, validate_global, free, twenty
+// times. (Internals: the Ft layer of this context, reached through the
+// handle.)
 TEST_F(Ft, FreedCommunicatorsLeaveNoFtState) {
     weft::group::Ft* ft = weft::group::Ft::of(*w_->engine);
     ASSERT_NE(ft, nullptr);
@@ -641,6 +643,13 @@ TEST_F(Ft, FreedCommunicatorsLeaveNoFtState) {
     while (ft->tracked_comms() > comms0 && now_ns() < end) weft_wait(ctx, 1000000);
     EXPECT_EQ(ft->tracked_comms(), comms0) << "failed sets of freed communicators kept";
     EXPECT_LE(ft->tracked_instances(), instances0) << "agreement instances of freed communicators kept";
+    // A new cursor (a fresh dup's) drops the freed ones'.
+    weft_comm_t d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+    uint32_t failed = 0, fresh = 0;
+    ASSERT_EQ(weft_comm_validate_local(d, &failed, &fresh), WEFT_OK);
+    EXPECT_LE(weft::group::Ft::thread_cursors(), 2u) << "FAILED_NEW cursors of freed communicators kept";
+    ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
     barrier();  // before anyone's closing agreement on the world makes an instance here
 }
 
