@@ -6,7 +6,9 @@
 #      and every process says it did;
 #   2. a device on the loopback interface (rxe0) is refused at init with a
 #      reason, not left to hang in address resolution;
-#   3. processes that disagree on WEFT_VERBS_CONNECT fail at init, saying so.
+#   3. processes that disagree on WEFT_VERBS_CONNECT fail at init, saying so;
+#   4. a process that dies before connecting makes its peers fail init
+#      (refused, or at the deadline), naming it — never hang.
 set -u
 run=$1 helper=$2
 fail() { echo "cm-test: FAILED: $*" >&2; exit 1; }
@@ -36,4 +38,19 @@ if "$run" --timeout 60 --transport verbs -n 1 env WEFT_VERBS_CONNECT=exchange "$
   cat "$out"; fail "mixed connection modes succeeded"
 fi
 grep -q "set WEFT_VERBS_CONNECT alike everywhere" "$out" || { cat "$out"; fail "no reason given for mixed modes"; }
+echo "--- a process dies before connecting"
+# Rank 1 dies at the point where it would connect. Rank 0 connects to it
+# and is refused at once (its listener is gone); rank 2 then fails too: its
+# connection from rank 0 is rejected when rank 0 exits, or its wait for
+# rank 1's requests ends at the init deadline. Both survivors fail init
+# with an rdma_cm error (one naming peer 1), well within weft-run's limit.
+if WEFT_TIMEOUT_MS=15000 "$run" --timeout 90 --transport verbs --keep-survivors \
+    --fault kill:rank=1:at=transport.verbs.connecting -n 3 "$helper" exit 0 >"$out" 2>&1; then
+  cat "$out"; fail "the survivors of a death during rdma_cm connection set-up succeeded"
+fi
+grep -q "weft-run: timeout after" "$out" && { cat "$out"; fail "weft-run had to stop the job"; }
+n=$(grep -cE "ERROR .*verbs rdma_cm: .* peer [0-9]+ at" "$out")
+[ "$n" = 2 ] || { cat "$out"; fail "$n of 2 survivors report an rdma_cm failure naming a peer"; }
+grep -qE "verbs rdma_cm: .* QP to peer 1 at" "$out" || { cat "$out"; fail "nobody names the dead peer 1"; }
+grep -E "rdma_cm" "$out" | head -4
 echo "cm-test: ok"

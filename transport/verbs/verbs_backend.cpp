@@ -216,6 +216,9 @@ Status VerbsBackend::init() {
         if (st != WEFT_OK) return st;
     }
     if (mode == ConnectMode::rdma_cm) {
+        // A process that dies here leaves its peers' connections to it
+        // unmade: they must fail, naming it (tests/rxe/cm-test.sh).
+        WEFT_FAULT_POINT("transport.verbs.connecting");
         const uint8_t rd = static_cast<uint8_t>(std::min({dev_.attr.max_qp_rd_atom, dev_.attr.max_qp_init_rd_atom, 16}));
         st = cm_->connect_all(self_u, cm_links, cm_addrs, CmQpTuning{qp_timeout(), qp_retry(), 6, rd},
                               rt_.op_deadline());

@@ -270,9 +270,9 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
     }
 
     auto fail = [&](const Pending& p, const char* what, int status) {
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: %s QP to peer %u at %s: %s (status %d)",
-                         role_name(p.link.role), p.link.universe, cm_address_text(remote[p.link.universe]).c_str(),
-                         what, status);
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: %s QP %s peer %u at %s: %s (status %d)",
+                         role_name(p.link.role), p.active ? "to" : "from", p.link.universe,
+                         cm_address_text(remote[p.link.universe]).c_str(), what, status);
     };
     const uint8_t our_resp = tuning.rd_atomic, our_init = tuning.rd_atomic;
 
