@@ -7,7 +7,8 @@
 #   2. a device on the loopback interface (rxe0) is refused at init with a
 #      reason, not left to hang in address resolution;
 #   3. processes that disagree on WEFT_VERBS_CONNECT fail at init, saying so;
-#   4. a process that dies before connecting makes its peers fail init
+#   4. in the VM, the same over IPv6 (WEFT_VERBS_CM_ADDR);
+#   5. a process that dies before connecting makes its peers fail init
 #      (refused, or at the deadline), naming it — never hang.
 set -u
 run=$1 helper=$2
@@ -23,6 +24,15 @@ grep "job .* ok" "$out"
 # through rdma_cm, not by exchanged QP numbers.
 n=$(grep -c "verbs rdma_cm: 6 QPs connected" "$out")
 [ "$n" = 4 ] || { cat "$out"; fail "$n of 4 processes say they connected 6 QPs through rdma_cm"; }
+
+if [ "${WEFT_RXE_REQUIRED:-0}" = 1 ]; then
+  echo "--- over IPv6 (WEFT_VERBS_CM_ADDR=fd00:77::1)"
+  WEFT_VERBS_CM_ADDR=fd00:77::1 WEFT_LOG=debug "$run" --timeout 120 --transport verbs -n 3 "$helper" sleep 0 \
+    >"$out" 2>&1 && ok=1 || ok=0
+  n=$(grep -c "verbs rdma_cm: listening on \[fd00:77::1\]:" "$out")
+  m=$(grep -c "verbs rdma_cm: 4 QPs connected" "$out")
+  [ $ok = 1 ] && [ "$n" = 3 ] && [ "$m" = 3 ] || { cat "$out"; fail "IPv6: status ok=$ok, $n listening, $m connected"; }
+fi
 
 if [ -e /sys/class/infiniband/rxe0 ] && [ "${WEFT_RXE_REQUIRED:-0}" = 1 ]; then
   echo "--- rdma_cm on rxe0 (lo) is refused"
