@@ -374,6 +374,9 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
         rdma_ack_cm_event(ev);
         if (st != WEFT_OK) return st;
     }
+    // The ids outlive `pend`: nothing may find a Pending through them later.
+    for (Pending& p : pend)
+        if (p.id) p.id->context = nullptr;
     WEFT_LOG(debug, "verbs rdma_cm: %zu QPs connected", links.size());
     return WEFT_OK;
 }
