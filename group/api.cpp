@@ -20,6 +20,7 @@ using weft::Status;
 using weft::group::Comm;
 using weft::group::Engine;
 using weft::group::Request;
+using weft::group::handle_of;
 
 namespace {
 
@@ -112,10 +113,6 @@ Status check_root(const Comm& c, uint32_t root, const char* fn) {
 }
 
 inline Request* req_of(weft_request_t r) { return reinterpret_cast<Request*>(r); }
-inline weft_request_t handle_of(Request* r) {
-    r->user = true;
-    return reinterpret_cast<weft_request_t>(r);
-}
 
 void empty_status(weft_msg_status_t* st) {
     if (st) *st = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, WEFT_OK, 0};

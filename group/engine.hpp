@@ -154,6 +154,13 @@ struct Request {
     weft_msg_status_t status{};
 };
 
+// A request handed to the application as its C handle: from now on it is
+// the user's to test, wait on or free (group/api.cpp, group/ft_api.cpp).
+inline weft_request_t handle_of(Request* r) {
+    r->user = true;
+    return reinterpret_cast<weft_request_t>(r);
+}
+
 class Engine {
 public:
     explicit Engine(Runtime& rt);

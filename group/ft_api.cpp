@@ -285,8 +285,7 @@ static weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_
         weft::group::Request* r = nullptr;
         Status s = t.ft->iagree(*t.c, flag, r);
         if (s != WEFT_OK) return s;
-        r->user = true;
-        *req = reinterpret_cast<weft_request_t>(r);
+        *req = weft::group::handle_of(r);
         return WEFT_OK;
     });
 }
@@ -345,8 +344,7 @@ static weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, w
         weft::group::Request* r = nullptr;
         Status s = t.ft->ishrink(*t.c, newcomm, r);
         if (s != WEFT_OK) return s;
-        r->user = true;
-        *req = reinterpret_cast<weft_request_t>(r);
+        *req = weft::group::handle_of(r);
         return WEFT_OK;
     });
 }
