@@ -141,10 +141,14 @@ bool any_source_pending(Engine& e, const Request& r) {
 
 // Waits for r like Engine::wait; an any-source receive stops early, with
 // WEFT_ERR_PEER_FAILED_PENDING, when a member's failure makes it pending
-// (it looks every 10 ms: a failure is rare, the slices cost nothing).
+// (it looks every 10 ms: a failure is rare, the slices cost nothing). It
+// progresses before it looks: a message that arrived from a live sender
+// matches the receive, which then completes instead of staying PENDING.
 Status wait_receive(Engine& e, Request& r, weft::Deadline d) {
     if (r.kind != weft::group::ReqKind::recv || r.src != WEFT_ANY_SOURCE) return e.wait(r, d);
-    for (;;) {
+    for (;;) {  // ends: r done, PENDING, or the deadline
+        if (!r.done) e.poll();
+        if (r.done) return WEFT_OK;
         if (any_source_pending(e, r)) return WEFT_ERR_PEER_FAILED_PENDING;
         const weft::Deadline slice = weft::Deadline::after_ns(std::min<uint64_t>(d.remaining_ns(), 10000000ull));
         Status st = e.wait(r, slice);
@@ -862,13 +866,16 @@ weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index
     return guarded([&]() -> Status {
         const weft::Deadline d = eng->rt().op_deadline();
         weft::Backoff backoff;
-        for (;;) {
+        for (;;) {  // ends: a request done, one PENDING, or the deadline
+            // Progress first: a message that already arrived completes its
+            // receive (named or any-source) before PENDING is considered.
+            const uint32_t progressed = eng->poll();
             Status done = WEFT_OK;
             if (finish_first_done(*eng, n, reqs, index, status, done)) return done;
             if (first_pending(*eng, n, reqs, index))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_request_waitany: request %zu is an any-source "
                                                                "receive pending on an unrecognised failure (kept)", *index);
-            if (eng->poll() > 0) continue;
+            if (progressed > 0) continue;
             if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_request_waitany: nothing completed within the deadline");
             eng->pause(backoff);
         }

@@ -113,7 +113,7 @@ void Schedule::fail(Status st) {
     // failure; advance_schedules waits for that before completing.
     for (Request* r : inflight)
         if (engine->live(r) && !r->done && r->kind == ReqKind::recv) engine->abandon(*r, st);
-    engine->refuse_rendezvous(comm->coll, tag);
+    engine->refuse_rendezvous(comm->coll, tag, error);
     pc = steps.size();
 }
 
@@ -174,10 +174,10 @@ Status start(Engine& e, Comm& c, std::unique_ptr<Schedule> s, Request* r, std::v
 
 }  // namespace
 
-Status Engine::barrier_start(Comm& c, Request*& out) {
+Status Engine::barrier_start(Comm& c, Request*& out, bool release) {
     Request* r = new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = release ? coll_tag(c, CollKind::release) : coll_tag(c, CollKind::barrier);
     commit_begin(c);
     const uint32_t p = c.size, me = c.rank;
     for (uint32_t k = 1; k < p; k <<= 1) {
@@ -192,7 +192,7 @@ Status Engine::barrier_start(Comm& c, Request*& out) {
 Status Engine::bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Request*& out) {
     Request* r = new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = coll_tag(c, CollKind::bcast);
     commit_begin(c);
     const uint32_t p = c.size, v = mod(int64_t(c.rank) - root, p);
     uint32_t mask = 1;
@@ -215,7 +215,7 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
                             weft_op_t op, uint32_t root, bool all, Request*& out) {
     Request* r = new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = coll_tag(c, all ? CollKind::allreduce : CollKind::reduce);
     s->reduce = reduce_fn(type, op);
     s->elem_size = datatype_size(type);
     commit_begin(c);
@@ -318,7 +318,7 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
 Status Engine::allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out) {
     Request* r = new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = static_cast<int32_t>(c.coll_seq++ & 0x7fffffff);
+    s->engine = this, s->comm = &c, s->owner = r, s->tag = coll_tag(c, CollKind::allgather);
     commit_begin(c);
     const uint32_t p = c.size, me = c.rank;
     auto* out_buf = static_cast<uint8_t*>(recvbuf);

@@ -58,6 +58,58 @@ void Engine::give_back_slot(uint32_t slot) {
     if (slot < slot_used_.size()) slot_used_[slot] = 0;
 }
 
+// A communicator this rank freed still holds its slot until its release
+// barrier finishes; that barrier needs only its other members to free it
+// too, which an MPI program that frees and then creates has done.
+bool Engine::slot_coming() const {
+    for (const auto& c : comms_)
+        if (c->freeing && c->slot != no_slot) return true;
+    return false;
+}
+
+// Takes a free slot, progressing (the release barriers) while one is
+// coming back, until the deadline.
+bool Engine::wait_for_slot(uint32_t& slot, Deadline d) {
+    slot = no_slot;
+    if (take_slot(slot)) return true;
+    progress_until([&] { return take_slot(slot) || !slot_coming(); }, d);
+    return slot != no_slot;
+}
+
+// c was made without a slot of ours (it was coming back): now it has one.
+void Engine::assign_slot(Comm& c, uint32_t slot) {
+    c.slot = slot;
+    c.clock = state_word(WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_SEQ));
+    c.slots[c.rank] = slot;
+    c.slot_uses[c.rank] = slot_use(slot);
+    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_CONTEXT)))
+        .store(c.id + 1, std::memory_order_release);
+}
+
+// Every member's slot word (UINT64_MAX: it has none) into c; BUSY if one has
+// none, the same answer on every member.
+Status Engine::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
+    bool full = false;
+    for (uint32_t i = 0; i < c.size; ++i) {
+        if (words[i] == UINT64_MAX) full = true;
+        else {
+            c.slots[i] = static_cast<uint32_t>(words[i]);
+            c.slot_uses[i] = static_cast<uint16_t>(words[i] >> 32);
+        }
+    }
+    if (full) return WEFT_FAIL(WEFT_ERR_BUSY, "communicator creation: a member has no free clock slot (%u communicators live)",
+                               WEFT_STATE_COMM_SLOTS);
+    c.slots_known = true;
+    return WEFT_OK;
+}
+
+// A communicator whose creation failed after it was made goes as a freed
+// one does (its requests still out release it when they finish).
+void Engine::discard_comm(Comm& c) {
+    c.freeing = true;
+    maybe_release_comm(&c);
+}
+
 Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
                          std::vector<uint16_t> slot_uses, uint32_t my_slot, Comm*& out) {
     auto c = std::make_unique<Comm>();
@@ -78,6 +130,7 @@ Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector
     comms_.push_back(std::move(c));
     WEFT_LOG(debug, "communicator %llx: %u ranks, I am %u, clock slot %u", static_cast<unsigned long long>(id), out->size,
              out->rank, my_slot);
+    if (create_hook_) create_hook_(create_hook_arg_, *out);
     return WEFT_OK;
 }
 
@@ -94,10 +147,16 @@ Status Engine::run_blocking(Request* r) {
 Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     out = nullptr;
     const bool joining = color != WEFT_UNDEFINED;
+    // Our slot, as the members exchange it: a slot word, none, or later (a
+    // communicator we freed gives one back when its release finishes).
+    constexpr int64_t no_slot_word = -1, slot_later = -2;
     uint32_t slot = no_slot;
-    if (joining && !take_slot(slot)) slot = no_slot;  // still take part, so nobody hangs
-    const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()),
-                             slot == no_slot ? int64_t(-1) : static_cast<int64_t>(slot_word(slot, slot_use(slot)))};
+    int64_t word = no_slot_word;
+    if (joining) {
+        if (take_slot(slot)) word = static_cast<int64_t>(slot_word(slot, slot_use(slot)));
+        else if (slot_coming()) word = slot_later;
+    }
+    const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), word};
     std::vector<int64_t> all(4 * size_t(parent.size));
     Request* r = nullptr;
     Status st = allgather_start(parent, mine, sizeof mine, all.data(), r);
@@ -112,19 +171,44 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return all[4 * a + 1] < all[4 * b + 1]; });
     std::vector<uint32_t> members, slots;
     std::vector<uint16_t> uses;
+    bool later = false;
     for (uint32_t i : order) {
-        if (all[4 * i + 3] < 0) {
+        const int64_t w = all[4 * i + 3];
+        if (w == no_slot_word) {
             if (slot != no_slot) give_back_slot(slot);
             return WEFT_FAIL(WEFT_ERR_BUSY, "split: rank %u has no free clock slot (%u communicators live)", i,
                              WEFT_STATE_COMM_SLOTS);
         }
+        later |= w == slot_later;
         members.push_back(parent.members[i]);
-        slots.push_back(static_cast<uint32_t>(all[4 * i + 3]));
-        uses.push_back(static_cast<uint16_t>(uint64_t(all[4 * i + 3]) >> 32));
+        slots.push_back(w == slot_later ? 0 : static_cast<uint32_t>(w));
+        uses.push_back(w == slot_later ? 0 : static_cast<uint16_t>(uint64_t(w) >> 32));
     }
     const uint32_t leader = order.front();
     const uint64_t id = (uint64_t(parent.members[leader]) << 32) | (uint64_t(all[4 * leader + 2]) & 0xffffffffull);
-    return make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out);
+    if (!later) return make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out);
+
+    // A member's slot is still coming back. Every member saw that in the
+    // same allgather, so all of them make the communicator now and
+    // exchange slots on it once each has one (as create_from_ranks does):
+    // the release barriers that free those slots need the other members to
+    // have left this call, or at least to progress in it.
+    Comm* c = nullptr;
+    st = make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, c);
+    if (st != WEFT_OK) return st;
+    c->slots_known = false;
+    if (slot == no_slot && wait_for_slot(slot, rt_.op_deadline())) assign_slot(*c, slot);
+    const uint64_t my_word = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
+    std::vector<uint64_t> words(c->size, 0);
+    st = allgather_start(*c, &my_word, sizeof my_word, words.data(), r);
+    if (st == WEFT_OK) st = run_blocking(r);
+    if (st == WEFT_OK) st = apply_slot_words(*c, words);
+    if (st != WEFT_OK) {
+        discard_comm(*c);
+        return st;
+    }
+    out = c;
+    return WEFT_OK;
 }
 
 Status Engine::dup(Comm& parent, Comm*& out) { return split(parent, 0, static_cast<int32_t>(parent.rank), out); }
@@ -195,8 +279,16 @@ bool Engine::creation_advance(Creation& k) {
         // Our clock slot; every member learns every member's (a collective
         // on the new communicator: its first, on every member).
         const uint32_t n = static_cast<uint32_t>(k.ranks.size());
+        // A slot that a communicator we freed is giving back is waited for
+        // (advanced again from progress), up to the operation deadline.
         uint32_t slot = no_slot;
-        if (!take_slot(slot)) slot = no_slot;
+        if (!take_slot(slot)) {
+            slot = no_slot;
+            if (slot_coming()) {
+                if (!k.slot_wait.at_ns) k.slot_wait = rt_.op_deadline();
+                if (!k.slot_wait.passed()) return false;
+            }
+        }
         std::vector<uint32_t> members(n), slots(n, 0);
         std::vector<uint16_t> uses(n, 0);
         for (uint32_t i = 0; i < n; ++i) members[i] = k.parent->members[k.ranks[i]];
@@ -210,18 +302,8 @@ bool Engine::creation_advance(Creation& k) {
     if (!k.slot_exchange->done) return false;
     Status st = finish(*k.slot_exchange, nullptr);
     k.slot_exchange = nullptr;
-    Comm& c = *k.comm;
-    bool full = false;
-    for (uint32_t i = 0; i < c.size; ++i) {
-        if (k.words[i] == UINT64_MAX) full = true;
-        else {
-            c.slots[i] = static_cast<uint32_t>(k.words[i]);
-            c.slot_uses[i] = static_cast<uint16_t>(k.words[i] >> 32);
-        }
-    }
-    if (st == WEFT_OK && full) st = WEFT_FAIL(WEFT_ERR_BUSY, "create_from_ranks: a member has no free clock slot");
+    if (st == WEFT_OK) st = apply_slot_words(*k.comm, k.words);
     if (st != WEFT_OK) return fail(st);
-    c.slots_known = true;
     k.done = true;
     return true;
 }
@@ -244,8 +326,7 @@ void Engine::creation_abandon(Creation& k) {
     let_go(k.slot_exchange);
     k.slot_exchange = nullptr;
     if (k.comm) {
-        k.comm->freeing = true;
-        maybe_release_comm(k.comm);
+        discard_comm(*k.comm);
         k.comm = nullptr;
     }
 }
@@ -257,7 +338,7 @@ Status Engine::free_comm(Comm& c) {
     // it) has finished.
     c.freeing = true;
     Request* r = nullptr;
-    Status st = barrier_start(c, r);
+    Status st = barrier_start(c, r, /*release=*/true);
     if (st != WEFT_OK) return st;
     r->detached = true;
     if (r->done) finish(*r, nullptr);

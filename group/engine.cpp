@@ -66,7 +66,7 @@ void Engine::shutdown() {
     for (auto& c : comms_) {
         for (MatchQueue* q : {&c->p2p, &c->coll, &c->create}) {
             const size_t before = q->unexpected.size();
-            refuse_rendezvous(*q, WEFT_ANY_TAG);
+            refuse_rendezvous(*q, WEFT_ANY_TAG, WEFT_ERR_PEER_FAILED);
             if (q->unexpected.size() != before)
                 WEFT_LOG(warn, "finalizing: refused %zu rendezvous message(s) on communicator %llx nobody received",
                          before - q->unexpected.size(), static_cast<unsigned long long>(c->id));
@@ -406,7 +406,9 @@ Status Engine::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, 
     return WEFT_OK;
 }
 
-void Engine::queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind) { replies_.push_back(Reply{peer, cookie, kind}); }
+void Engine::queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind, Status why) {
+    replies_.push_back(Reply{peer, cookie, kind, why});
+}
 
 // ---------------------------------------------------------- receiving
 Status Engine::irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src, int32_t tag, Request*& out) {
@@ -459,21 +461,22 @@ void Engine::abandon(Request& r, Status why) {
     for (auto it = pulls_.begin(); it != pulls_.end(); ++it)
         if (it->r == &r) {
             // Matched but not pulled: never write the buffer after we give
-            // it back; tell the sender it may stop exposing its own.
-            queue_reply(it->u.source_peer, it->u.cookie);
+            // it back; the sender stops exposing its own and learns that
+            // nothing was delivered.
+            queue_refusal(it->u.source_peer, it->u.cookie, why);
             pulls_.erase(it);
             break;
         }
     complete(r, why);
 }
 
-void Engine::refuse_rendezvous(MatchQueue& q, int32_t tag) {
+void Engine::refuse_rendezvous(MatchQueue& q, int32_t tag, Status why) {
     for (auto it = q.unexpected.begin(); it != q.unexpected.end();) {
         if (!is_rts(it->kind) || (tag != WEFT_ANY_TAG && it->tag != tag)) {
             ++it;
             continue;
         }
-        queue_reply(it->source_peer, it->cookie);
+        queue_refusal(it->source_peer, it->cookie, why);
         it = q.unexpected.erase(it);
     }
 }
@@ -515,9 +518,13 @@ Status Engine::do_pull(Request& r, const Unexpected& u) {
     r.status.tag = u.tag;
     r.status.bytes = n;
     Status st = n ? rt_.backend().pull(u.source_peer, u.addr, u.data.data(), u.data.size(), r.buf, n) : WEFT_OK;
-    // FIN even after a failed pull: the sender must not wait forever.
+    // A reply even after a failed pull (the sender must not wait forever),
+    // but a refusal: its data did not arrive.
+    if (st != WEFT_OK) {
+        queue_refusal(u.source_peer, u.cookie, st);
+        return st;
+    }
     queue_reply(u.source_peer, u.cookie);
-    if (st != WEFT_OK) return st;
     if (u.len > r.cap)
         return WEFT_FAIL(WEFT_ERR_TRUNCATE, "receive: a %llu-byte message from rank %d tag %d into a %zu-byte buffer",
                          static_cast<unsigned long long>(u.len), u.src, u.tag, r.cap);
@@ -561,7 +568,7 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
         if (is_rts(h.kind) && (h.context & coll_bit) && has_failed_member(*c)) {
             // Its collective fails here too: never pulled, so answer now
             // and the sender stops exposing its buffer (see Schedule::fail).
-            queue_reply(source_peer, h.cookie);
+            queue_refusal(source_peer, h.cookie, WEFT_ERR_PEER_FAILED);
             return;
         }
     } else {
@@ -597,7 +604,7 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
         // is not left waiting for a pull (see shutdown).
         WEFT_LOG(warn, "finalizing: refused a %llu-byte message from job rank %u (tag %d) nobody received",
                  static_cast<unsigned long long>(h.len), source_peer, h.tag);
-        queue_reply(source_peer, h.cookie);
+        queue_refusal(source_peer, h.cookie, WEFT_ERR_PEER_FAILED);
         return;
     }
     u.data.assign(body, body + body_len);
@@ -612,7 +619,7 @@ void Engine::on_reply(void* arg, uint32_t source_peer, const void* payload, size
     auto* self = static_cast<Engine*>(arg);
     WireReply w;
     if (len == sizeof w) std::memcpy(&w, payload, sizeof w);
-    if (len != sizeof w || w.kind > drained) {
+    if (len != sizeof w || w.kind > refused || (w.kind == refused && (w.status <= WEFT_OK || w.status > WEFT_ERR_LAST_))) {
         WEFT_LOG(error, "dropped a malformed %zu-byte reply from peer %u", len, source_peer);
         return;
     }
@@ -623,6 +630,14 @@ void Engine::on_reply(void* arg, uint32_t source_peer, const void* payload, size
         return;
     }
     Request* r = it->second;
+    if (w.kind == refused) {
+        // The receiver dropped it unreceived: nothing was delivered.
+        WEFT_LOG(debug, "send %llu to job rank %u refused: %s", static_cast<unsigned long long>(w.cookie), source_peer,
+                 weft_strerror(static_cast<Status>(w.status)));
+        self->awaiting_reply_.erase(it);
+        self->complete(*r, static_cast<Status>(w.status));
+        return;
+    }
     if (w.kind == drained) {
         if (r->exposed_live) {
             self->rt_.backend().unexpose(r->exposed);
@@ -649,7 +664,7 @@ uint32_t Engine::flush_deferred() {
         now.swap(replies_);
         for (const Reply& rp : now) {
             if (rt_.peer_failed(rp.peer)) continue;
-            const WireReply w{rp.cookie, rp.kind};
+            const WireReply w{rp.cookie, rp.kind, static_cast<int32_t>(rp.why)};
             const uint32_t peer = rp.peer;
             Status st = rt_.backend().am_send(peer, am_reply, &w, sizeof w);
             if (st != WEFT_OK) WEFT_LOG(warn, "reply to peer %u not sent: %s", peer, weft_strerror(st));
@@ -684,7 +699,7 @@ void Engine::on_peer_gone(void* arg, uint32_t peer, bool departed) {
         if (cr < 0) continue;
         // Every collective on it fails, here and at its other members: no
         // rendezvous announced for one will be pulled (Schedule::fail).
-        self->refuse_rendezvous(c->coll, WEFT_ANY_TAG);
+        self->refuse_rendezvous(c->coll, WEFT_ANY_TAG, WEFT_ERR_PEER_FAILED);
         for (MatchQueue* q : {&c->p2p, &c->coll, &c->create}) {
             for (auto it = q->posted.begin(); it != q->posted.end();) {
                 Request* r = *it;

@@ -193,6 +193,7 @@ public:
         uint64_t my_word = 0;
         std::vector<uint64_t> words;  // every member's slot_word
         Request* slot_exchange = nullptr;
+        Deadline slot_wait{0};  // set when our slot is still coming back (a freed communicator's)
         bool done = false;
         Status status = WEFT_OK;
     };
@@ -212,9 +213,10 @@ public:
     // Gives up on a request whose wait timed out: a send stops waiting for
     // its reply (its buffer is no longer exposed), a receive is unposted.
     void abandon(Request& r, Status why);
-    // Answers (FIN) and drops every unmatched rendezvous announcement with
-    // `tag` (WEFT_ANY_TAG: all) in q: their receives will never be posted.
-    void refuse_rendezvous(MatchQueue& q, int32_t tag);
+    // Drops every unmatched rendezvous announcement with `tag` (WEFT_ANY_TAG:
+    // all) in q, their receives will never be posted, and answers each
+    // sender REFUSED with `why`: its send completes with that error, never OK.
+    void refuse_rendezvous(MatchQueue& q, int32_t tag, Status why);
     bool has_failed_member(const Comm& c) const;
     // Revoke (group/ft.cpp): fails c's posted receives, sends awaiting a
     // reply and active collectives with WEFT_ERR_REVOKED.
@@ -225,7 +227,21 @@ public:
     void complete_request(Request& r, Status st);  // group/ft.cpp's non-blocking agreement
 
     // ------------------------------------------------- collectives
-    Status barrier_start(Comm& c, Request*& out);
+    // The tag of a collective's messages on the collective context: its
+    // kind in bits 27..30 and the communicator's collective count below, so
+    // no collective matches another kind's traffic. weft_comm_free's release
+    // barrier has a tag that no count reaches (kind release, count 0, not
+    // counted): members free a communicator once, whatever collectives each
+    // ran or abandoned before (a member that revoked instead of joining a
+    // collective has a count lower than the others').
+    enum class CollKind : uint32_t { barrier = 1, bcast, reduce, allreduce, allgather, release };
+    static int32_t coll_tag(Comm& c, CollKind k) {
+        constexpr uint32_t count_bits = 27;
+        const uint32_t count = k == CollKind::release ? 0 : c.coll_seq++ & ((1u << count_bits) - 1);
+        return static_cast<int32_t>((uint32_t(k) << count_bits) | count);
+    }
+    // release: weft_comm_free's barrier (coll_tag's CollKind::release).
+    Status barrier_start(Comm& c, Request*& out, bool release = false);
     Status bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Request*& out);
     Status reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                         weft_op_t op, uint32_t root, bool all, Request*& out);
@@ -299,11 +315,16 @@ public:
     struct MsgHeader;
     // Replies to a send: FIN (rendezvous pulled) or ACK (synchronous send
     // matched) complete it; DRAINED (a drain pulled it into the receiver's
-    // buffer) frees its buffer, and a synchronous send then waits for ACK.
-    enum ReplyKind : uint64_t { done_reply = 0, drained = 1 };
+    // buffer) frees its buffer, and a synchronous send then waits for ACK;
+    // REFUSED (the receiver dropped it unreceived: revoked, its collective
+    // failed, it finalized, its pull failed, its receive gave up) completes
+    // it with the error the reply carries: a send reports OK only when its
+    // data reached a receive or weft's buffer.
+    enum ReplyKind : uint32_t { done_reply = 0, drained = 1, refused = 2 };
     struct WireReply {
         uint64_t cookie;
-        uint64_t kind;
+        uint32_t kind;
+        int32_t status;  // refused: why (a weft_status_t)
     };
 
     // ------------------------------------------------- drain (drain/)
@@ -321,6 +342,13 @@ public:
     void set_release_hook(void (*fn)(void* arg, uint64_t comm_id), void* arg) {
         release_hook_ = fn;
         release_hook_arg_ = arg;
+    }
+    // Called with a communicator as soon as it exists here (before its
+    // creation returns to anyone): layers apply what they learned of it
+    // before it existed (group/ft: a revoke notice that came early).
+    void set_create_hook(void (*fn)(void* arg, Comm& c), void* arg) {
+        create_hook_ = fn;
+        create_hook_arg_ = arg;
     }
     std::atomic<uint64_t>& drain_active() { return drain_active_; }
     // The clock records of every live communicator with a slot: where each
@@ -383,6 +411,11 @@ private:
                      Comm*& out);
     bool take_slot(uint32_t& slot);
     void give_back_slot(uint32_t slot);
+    bool slot_coming() const;
+    bool wait_for_slot(uint32_t& slot, Deadline d);
+    void assign_slot(Comm& c, uint32_t slot);
+    Status apply_slot_words(Comm& c, const std::vector<uint64_t>& words);
+    void discard_comm(Comm& c);
     void reset_clock(uint32_t slot);
     // A slot and its use in one word, as the members exchange them.
     static uint64_t slot_word(uint32_t slot, uint16_t use) { return slot | (uint64_t(use) << 32); }
@@ -400,7 +433,8 @@ private:
     void deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, size_t len);
     void start_pull(Request& r, const Unexpected& u);
     Status do_pull(Request& r, const Unexpected& u);
-    void queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind = done_reply);
+    void queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind = done_reply, Status why = WEFT_OK);
+    void queue_refusal(uint32_t peer, uint64_t cookie, Status why) { queue_reply(peer, cookie, refused, why); }
     uint32_t flush_deferred();
     uint32_t advance_schedules();
     void count_p2p(Comm& c, uint64_t ctx_bits, bool sent);
@@ -438,6 +472,7 @@ private:
         uint32_t peer;
         uint64_t cookie;
         ReplyKind kind;
+        Status why;
     };
     std::vector<Reply> replies_;
     std::vector<Request*> active_colls_;
@@ -453,6 +488,8 @@ private:
     bool drain_blocking_ = false;
     void (*release_hook_)(void* arg, uint64_t comm_id) = nullptr;
     void* release_hook_arg_ = nullptr;
+    void (*create_hook_)(void* arg, Comm& c) = nullptr;
+    void* create_hook_arg_ = nullptr;
 };
 
 }  // namespace weft::group

@@ -121,17 +121,23 @@ void Engine::rest(FlagBackoff& b) {
     rt_.api_mutex().lock();
 }
 
-// Waits until our flag at flag_off reaches epoch; fails when a member fails.
+// Waits until our flag at flag_off reaches epoch; fails when a member
+// fails, when the communicator is revoked (the notice arrives through the
+// poll: a partner that revoked instead of joining will never write the
+// flag), or at the deadline.
 Status Engine::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
     std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(flag_win_->local_base + flag_off));
     if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
     const Deadline d = rt_.op_deadline();
     FlagBackoff backoff;
-    for (uint32_t spins = 0;; ++spins) {
+    for (uint32_t spins = 0;; ++spins) {  // ends: the flag, a failure, a revoke or the deadline
         // The transport may need us to progress for a peer's put to land
         // (UCX over tcp); on shm this is one load.
         poll();
         if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
+        if (__builtin_expect(c.revoked, 0))
+            return WEFT_FAIL(WEFT_ERR_REVOKED, "collective on communicator %llx: revoked by a member",
+                             static_cast<unsigned long long>(c.id));
         if ((spins & 15) != 15) {  // failures and the clock now and then: each costs more than a poll
             rest(backoff);
             continue;

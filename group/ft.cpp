@@ -48,6 +48,7 @@ Ft::Ft(Engine& e, Detector& d) : eng_(e), rt_(e.rt()), det_(d) {}
 Ft::~Ft() {
     rt_.set_ft_progress_hook(nullptr, nullptr);
     eng_.set_release_hook(nullptr, nullptr);
+    eng_.set_create_hook(nullptr, nullptr);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry().erase(&eng_);
 }
@@ -57,6 +58,7 @@ Status Ft::init() {
     if (st != WEFT_OK) return st;
     rt_.set_ft_progress_hook(on_progress, this);
     eng_.set_release_hook(on_release, this);
+    eng_.set_create_hook(on_create, this);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry()[&eng_] = this;
     return WEFT_OK;
@@ -78,6 +80,18 @@ void Ft::on_release(void* arg, uint64_t id) {
     auto& ins = self->instances_;
     for (auto it = ins.lower_bound({id, 0}); it != ins.end() && it->first.first == id;)
         it = it->second.entered && !it->second.decided ? std::next(it) : ins.erase(it);
+}
+
+void Ft::on_create(void* arg, Comm& c) {
+    auto* self = static_cast<Ft*>(arg);
+    auto& early = self->early_revokes_;
+    if (early.empty()) return;  // the usual case: one branch per creation
+    auto it = std::find(early.begin(), early.end(), c.id);
+    if (it == early.end()) return;
+    early.erase(it);
+    WEFT_LOG(debug, "communicator %llx: revoked by a member before it was created here",
+             static_cast<unsigned long long>(c.id));
+    self->revoke(c);
 }
 
 FtComm& Ft::state(Comm& c) {
@@ -205,7 +219,20 @@ void Ft::handle(const Msg& m) {
 
     if (h.type == revoke_notice) {
         for (auto& c : eng_.comms())
-            if (c->id == h.comm_id && !c->revoked) revoke(*c);
+            if (c->id == h.comm_id) {
+                if (!c->revoked) revoke(*c);
+                return;
+            }
+        // Not created here yet (or released already: a late relay).
+        if (recently_released(h.comm_id) ||
+            std::find(early_revokes_.begin(), early_revokes_.end(), h.comm_id) != early_revokes_.end())
+            return;
+        if (early_revokes_.size() == max_early_revokes) {
+            WEFT_LOG(warn, "revoke notice for communicator %llx forgotten: %zu notices for communicators not created here",
+                     static_cast<unsigned long long>(early_revokes_.front()), max_early_revokes);
+            early_revokes_.pop_front();
+        }
+        early_revokes_.push_back(h.comm_id);
         return;
     }
     if (recently_released(h.comm_id)) return;  // late: everyone decided before its free
@@ -575,7 +602,7 @@ Request* Engine::completed_request(Comm& c, ReqKind k, const weft_msg_status_t& 
 
 void Engine::revoke_pending(Comm& c) {
     for (MatchQueue* q : {&c.p2p, &c.coll}) {
-        refuse_rendezvous(*q, WEFT_ANY_TAG);
+        refuse_rendezvous(*q, WEFT_ANY_TAG, WEFT_ERR_REVOKED);
         while (!q->posted.empty()) {
             Request* r = q->posted.front();
             q->posted.pop_front();

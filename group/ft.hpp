@@ -33,6 +33,7 @@
 #include <array>
 #include <map>
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -153,7 +154,12 @@ private:
     std::unordered_map<uint64_t, std::shared_ptr<FtComm>> comms_;  // by context ID
     std::map<std::pair<uint64_t, uint64_t>, Instance> instances_;
     std::vector<Msg> inbox_;
-    std::vector<uint64_t> revoked_ids_;  // revoke notices for communicators not created here yet
+    // Revoke notices for communicators not created here yet (a member
+    // revoked right after creating it), applied when this rank creates it;
+    // oldest dropped past the bound (a creation that failed here).
+    static constexpr size_t max_early_revokes = 256;
+    std::deque<uint64_t> early_revokes_;
+    static void on_create(void* arg, Comm& c);
     // The last communicators released here: a late duplicate for one of
     // them is dropped rather than kept as a bare instance (older ones, far
     // rarer, still make one).

@@ -969,6 +969,43 @@ TEST_F(Comm, DupSplitFreeRaces) {
     }
 }
 
+// Every clock slot taken (dup until BUSY), every duplicate freed with the
+// ranks 300 ms apart, then a dup at once (and the same again with
+// create_from_ranks): freed slots come back while their release barriers
+// finish, so a program that frees and then creates sees no error.
+TEST_F(Comm, CreateRightAfterFreeingEverySlot) {
+    for (int form = 0; form < 2; ++form) {
+        const char* what = form ? "create_from_ranks" : "dup";
+        std::vector<weft_comm_t> all;
+        for (;;) {  // ends: BUSY, after WEFT_STATE_COMM_SLOTS - 1 dups (slot 0 is the world's)
+            weft_comm_t d = nullptr;
+            const weft_status_t st = weft_comm_dup(w_, &d);
+            if (st == WEFT_ERR_BUSY) break;
+            ASSERT_EQ(st, WEFT_OK) << "dup " << all.size();
+            all.push_back(d);
+            ASSERT_LT(all.size(), size_t(WEFT_STATE_COMM_SLOTS)) << "never BUSY";
+        }
+        EXPECT_EQ(all.size(), size_t(WEFT_STATE_COMM_SLOTS) - 1);
+        const uint64_t until = now_ns() + 300'000'000ull * rank;  // ranks a few hundred ms apart
+        while (now_ns() < until) weft_wait(ctx, 1000000);
+        for (weft_comm_t& d : all) ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+        weft_comm_t c = nullptr;
+        if (form == 0) {
+            ASSERT_EQ(weft_comm_dup(w_, &c), WEFT_OK) << "dup right after freeing every communicator";
+        } else {
+            std::vector<uint32_t> ranks(size);
+            for (uint32_t i = 0; i < size; ++i) ranks[i] = size - 1 - i;
+            ASSERT_EQ(weft_comm_create_from_ranks(w_, ranks.data(), size, 9, &c), WEFT_OK)
+                << "create_from_ranks right after freeing every communicator";
+        }
+        EXPECT_EQ(weft_barrier(c), WEFT_OK) << what;
+        uint64_t one = 1, n = 0;
+        EXPECT_EQ(weft_allreduce(c, &one, &n, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK) << what;
+        EXPECT_EQ(n, size) << what;
+        EXPECT_EQ(weft_comm_free(&c), WEFT_OK) << what;
+    }
+}
+
 // Point-to-point counters in the communicator's clock record: messages sent
 // and arrived on it (docs/state-window.md), and the context word.
 TEST_F(Comm, ClockRecordCountsPointToPoint) {

@@ -781,6 +781,58 @@ TEST_F(Ft, AnySourceReceivePostedBeforeTheFailureIsPending) {
     }
 }
 
+// mp.ft.pending_progress.*: rank 0 waits on an any-source receive and a
+// named one from rank 1 while rank 3's failure is known but not
+// recognised. Re-waiting must progress: rank 1's messages match, the named
+// receive completes through waitany and the any-source one through wait
+// (PENDING is an answer for now, never a reason to stop progressing).
+TEST_F(Ft, WaitsProgressWhileAnySourceIsPending) {
+    ASSERT_GE(size, 3u);
+    const uint32_t victim = size - 1;
+    uint64_t any = 0, named = 0;
+    weft_request_t ra = nullptr, rn = nullptr;
+    if (rank == 0) {
+        ASSERT_EQ(weft_irecv(w_, &any, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 31, &ra), WEFT_OK);
+        ASSERT_EQ(weft_irecv(w_, &named, 1, WEFT_UINT64, 1, 33, &rn), WEFT_OK);
+    }
+    barrier();
+    if (rank == victim) die_at("mp.ft.victim");
+    ASSERT_NE(wait_failed(w_, 1), UINT32_MAX);  // validate_local: known, not recognised
+    if (rank == 1) {  // the named message; the any-source one once rank 0 has it
+        const uint64_t a = 701, b = 702;
+        uint64_t go = 0;
+        ASSERT_EQ(weft_send(w_, &b, 1, WEFT_UINT64, 0, 33), WEFT_OK);
+        ASSERT_EQ(weft_recv(w_, &go, 1, WEFT_UINT64, 0, 34, nullptr), WEFT_OK);
+        ASSERT_EQ(weft_send(w_, &a, 1, WEFT_UINT64, 0, 31), WEFT_OK);
+    }
+    if (rank == 0) {
+        const uint64_t end = now_ns() + 10'000'000'000ull;
+        weft_request_t set[2] = {ra, rn};
+        size_t index = SIZE_MAX, calls = 0;
+        weft_status_t st = WEFT_ERR_PEER_FAILED_PENDING;
+        while (st == WEFT_ERR_PEER_FAILED_PENDING && now_ns() < end) {
+            st = weft_request_waitany(2, set, &index, nullptr);
+            ++calls;
+        }
+        ASSERT_EQ(st, WEFT_OK) << "waitany never completed the named receive (" << calls << " calls)";
+        EXPECT_EQ(index, 1u);
+        EXPECT_EQ(named, 702u);
+        const uint64_t go = 1;
+        ASSERT_EQ(weft_send(w_, &go, 1, WEFT_UINT64, 1, 34), WEFT_OK);
+        weft_msg_status_t s{};
+        calls = 0;
+        st = WEFT_ERR_PEER_FAILED_PENDING;
+        while (st == WEFT_ERR_PEER_FAILED_PENDING && now_ns() < end) {
+            st = weft_request_wait(&ra, &s);
+            ++calls;
+        }
+        ASSERT_EQ(st, WEFT_OK) << "a live sender's message never matched the any-source receive (" << calls << " waits)";
+        EXPECT_EQ(any, 701u);
+        EXPECT_EQ(s.source, 1);
+        EXPECT_EQ(ra, nullptr);
+    }
+}
+
 // ------------------------------------------------------------ shrink, revoke
 // mp.ft.shrink.*: ranks 2 and 5 of 8 die at mp.ft.victim; the survivors
 // shrink at once: the same 6 members, in order, everywhere.
@@ -849,8 +901,8 @@ TEST_F(Ft, RevokeFailsPendingAndLaterOperations) {
         EXPECT_EQ(weft_request_wait(&rreq, &s), WEFT_ERR_REVOKED);
     }
     if (rank == 1) {
-        const weft_status_t st = weft_request_wait(&sreq, nullptr);
-        EXPECT_TRUE(st == WEFT_ERR_REVOKED || st == WEFT_OK) << weft_strerror(st);
+        // Never received: it must not report success.
+        EXPECT_EQ(weft_request_wait(&sreq, nullptr), WEFT_ERR_REVOKED);
     }
     int revoked = 0;
     EXPECT_EQ(weft_comm_is_revoked(d, &revoked), WEFT_OK);
@@ -867,6 +919,101 @@ TEST_F(Ft, RevokeFailsPendingAndLaterOperations) {
     EXPECT_EQ(weft_comm_free(&s), WEFT_OK);
     EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
     barrier();
+}
+
+// mp.ft.revoke.*: a rendezvous send whose announcement the receiver holds
+// unreceived when the receiver itself revokes. The receiver refuses it,
+// and its reply overtakes the revoke notice (rank 1 is no finger of rank
+// 2 in 4 ranks: the notice reaches it through a relay), so the send must
+// learn from the refusal itself that nothing was delivered.
+TEST_F(Ft, RevokeRefusesRendezvousSendsWithAnError) {
+    ASSERT_EQ(size, 4u) << "rank 1 must be no finger of rank 2";
+    for (int round = 0; round < 3; ++round) {
+        weft_comm_t d = nullptr;
+        ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+        std::vector<uint8_t> big(4u << 20, 0x5a);
+        weft_request_t sreq = nullptr;
+        if (rank == 1) { ASSERT_EQ(weft_isend(d, big.data(), big.size(), WEFT_BYTE, 2, 4, &sreq), WEFT_OK); }
+        if (rank == 2) {  // the announcement is here, unreceived
+            int flag = 0;
+            const uint64_t end = now_ns() + 30'000'000'000ull;
+            while (!flag && now_ns() < end) ASSERT_EQ(weft_iprobe(d, 1, 4, &flag, nullptr), WEFT_OK);
+            ASSERT_EQ(flag, 1) << "the 4 MiB announcement never arrived";
+            ASSERT_EQ(weft_comm_revoke(d), WEFT_OK);
+        }
+        if (rank == 1) { EXPECT_EQ(weft_request_wait(&sreq, nullptr), WEFT_ERR_REVOKED) << "round " << round; }
+        int revoked = 0;
+        const uint64_t end = now_ns() + 30'000'000'000ull;
+        while (!revoked && now_ns() < end) {
+            ASSERT_EQ(weft_comm_is_revoked(d, &revoked), WEFT_OK);
+            weft_wait(ctx, 1000000);
+        }
+        EXPECT_EQ(revoked, 1);
+        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
+        barrier();
+    }
+}
+
+// mp.ft.revoke.*: blocking collectives on the flag path (barrier, small
+// allreduce) pending at the other members when one revokes return
+// REVOKED at once, not at their deadline; ULFM's revoke-then-shrink works.
+TEST_F(Ft, RevokeInterruptsBlockingFlagCollectives) {
+    for (int which = 0; which < 2; ++which) {
+        const char* what = which ? "allreduce" : "barrier";
+        weft_comm_t d = nullptr;
+        ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+        barrier();
+        if (rank == 0) {
+            progress_for(0.3);  // the others are inside their collective
+            ASSERT_EQ(weft_comm_revoke(d), WEFT_OK);
+        } else {
+            const uint64_t t0 = now_ns();
+            uint64_t v = rank, sum = 0;
+            const weft_status_t st = which ? weft_allreduce(d, &v, &sum, 1, WEFT_UINT64, WEFT_OP_SUM) : weft_barrier(d);
+            EXPECT_EQ(st, WEFT_ERR_REVOKED) << what;
+            std::fprintf(stderr, "[ft] rank %u: blocking %s revoked after %.1f ms\n", rank, what,
+                         double(now_ns() - t0) / 1e6);
+        }
+        weft_comm_t s = nullptr;
+        ASSERT_EQ(weft_comm_shrink(d, &s), WEFT_OK) << "shrink after revoking a " << what;
+        EXPECT_EQ(comm_size(s), size);
+        EXPECT_EQ(weft_barrier(s), WEFT_OK);
+        EXPECT_EQ(weft_comm_free(&s), WEFT_OK);
+        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+}
+
+// mp.ft.revoke.*: rank 0 revokes a duplicate as soon as its own dup
+// returns, often before the others have created it: they must still see
+// the revoke (kept until they create it). Their pending ibarrier returns
+// REVOKED, never a match with rank 0's release barrier, and every freed
+// duplicate is released (its release barrier has a tag of its own).
+TEST_F(Ft, RevokeRightAfterCreationReachesEveryone) {
+    const size_t comms0 = w_->engine->comms().size();
+    for (int i = 0; i < 20; ++i) {
+        const std::string what = "iteration " + std::to_string(i);
+        weft_comm_t d = nullptr;
+        ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK) << what;
+        if (rank == 0) {
+            ASSERT_EQ(weft_comm_revoke(d), WEFT_OK);
+        } else {
+            weft_request_t r = nullptr;
+            const weft_status_t st = weft_ibarrier(d, &r);
+            if (st == WEFT_OK) {
+                EXPECT_EQ(weft_request_wait(&r, nullptr), WEFT_ERR_REVOKED) << what;
+            } else {
+                EXPECT_EQ(st, WEFT_ERR_REVOKED) << what;
+            }
+        }
+        int revoked = 0;
+        ASSERT_EQ(weft_comm_is_revoked(d, &revoked), WEFT_OK);
+        EXPECT_EQ(revoked, 1) << what;
+        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    barrier();
+    const uint64_t end = now_ns() + 10'000'000'000ull;
+    while (w_->engine->comms().size() > comms0 && now_ns() < end) weft_wait(ctx, 1000000);
+    EXPECT_EQ(w_->engine->comms().size(), comms0) << "freed revoked communicators never released";
 }
 
 // mp.ft.iagree.*: two non-blocking agreements in flight, then a blocking
