@@ -240,7 +240,8 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
         while (eng.drain_blocking()) {
             // The drain's blocking mode (docs/drain.md): wait inside weft;
             // a drain releases us with a dummy, we leave until it is over
-            // and receive again.
+            // and receive again. Ends: a message, or a wait's deadline (each
+            // round is one drain that released us).
             r->blocking = true;
             weft::gate::set_blocked(true);
             Status ws = eng.wait(*r, eng.rt().op_deadline());

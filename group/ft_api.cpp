@@ -312,6 +312,8 @@ static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
     if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
     return with_target(comm, __func__, [&](Target& t) -> Status {
         const weft::Deadline d = t.eng->rt().op_deadline();
+        // Ends: the new communicator, an agreement's error (each has the
+        // deadline), or a failed build past the deadline d.
         for (uint32_t attempt = 0;; ++attempt) {
             uint32_t total = 0, added = 0;
             t.ft->update_local(*t.c, total, added);
