@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# log_outcomes_test.sh WEFT_RUN LOG_OUTCOMES — what weft logs,
+# as a user sees it (README "Logging"):
+#   - expected outcomes (REVOKED, PEER_FAILED_PENDING polled for a second:
+#     hundreds of returns) print no ERROR line at the default level, and do
+#     print their lines at WEFT_LOG=debug.
+set -u
+run=$1
+prog=$2
+fail=0
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
+check() {  # check NAME EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then echo "ok   $1"; else
+        echo "FAIL $1: expected $2, got $3"
+        fail=1
+    fi
+}
+# The lines rank 0 wrote between its markers.
+between() { sed -n '/expected outcomes begin/,/expected outcomes end/p' "$err"; }
+
+timeout 100 "$run" --timeout 90 --transport shm --keep-survivors --fault kill:rank=1:at=log_outcomes.victim \
+    -n 2 "$prog" 2>"$err"
+check "expected outcomes returned (default log level)" 0 $?
+check "both markers on stderr" 2 "$(between | grep -c 'expected outcomes')"
+check "no ERROR line for an expected outcome" 0 "$(between | grep -c ' ERROR ')"
+between | grep ' ERROR ' | sort | uniq -c | sort -rn | head -5
+
+WEFT_LOG=debug timeout 100 "$run" --timeout 90 --transport shm --keep-survivors \
+    --fault kill:rank=1:at=log_outcomes.victim -n 2 "$prog" 0.05 2>"$err"
+check "expected outcomes returned (WEFT_LOG=debug)" 0 $?
+check "REVOKED logged at debug" 1 "$(between | grep -q ' DEBUG .*was revoked' && echo 1 || echo 0)"
+check "PENDING logged at debug" 1 "$(between | grep -q ' DEBUG .*unrecognised failure' && echo 1 || echo 0)"
+
+[ $fail = 0 ] || cat "$err" | tail -20
+
+if [ $fail = 0 ]; then echo "log outcome tests: all passed"; fi
+exit $fail
