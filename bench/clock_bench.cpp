@@ -7,6 +7,7 @@
 // shared and noisy); rank 0 prints the medians and their ratio.
 #include "bench/bench_util.hpp"
 #include "bench/check.hpp"
+#include "bench/cli.hpp"
 #include "group/engine.hpp"
 
 #include <weft/comm.h>
@@ -41,6 +42,12 @@ BENCHMARK(BM_CommitPair);
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "clock_bench: what the Collective Clock costs when no drain is pending\n"
+                     "usage: clock_bench [--benchmark_* ...]          (one rank: Google Benchmark of the commit pair)\n"
+                     "       weft-run -n N clock_bench [--smoke]      (the pair against an 8-byte allreduce)\n"
+                     "  --smoke              a short run for CI\n",
+                     {{"--smoke", false}}, true);
     check(weft_init(&ctx), "init");
     uint32_t rank = 0, size = 1;
     weft_rank(ctx, &rank);

@@ -7,6 +7,7 @@
 // Everything here only maps coll_ops onto the world communicator; the
 // methodology, the checks and the output are coll_bench.h's.
 #include "coll_bench.h"
+#include "cli.hpp"
 
 #include <weft/comm.h>
 #include <weft/weft.h>
@@ -46,6 +47,13 @@ int allreduce_world(const void* in, void* out, size_t count, coll_type type, col
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "coll_weft: point-to-point and collective latency on weft's communicators (coll_bench.h)\n"
+                     "usage: weft-run -n N coll_weft [--iters N] [--warmup N] [--bw-iters N] [--bw-warmup N]\n"
+                     "                               [--budget-ms N] [--label NAME] [--only TEST]\n"
+                     "  (see bench/coll_bench.h for the tests and the defaults)\n",
+                     {{"--iters", true}, {"--warmup", true}, {"--bw-iters", true}, {"--bw-warmup", true},
+                      {"--budget-ms", true}, {"--label", true}, {"--only", true}});
     weft_context_t ctx = nullptr;
     const weft_status_t st = weft_init(&ctx);
     const char* transport = std::getenv("WEFT_TRANSPORT");

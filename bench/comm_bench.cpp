@@ -10,6 +10,8 @@
 // operation fails the benchmark instead of skewing it. Times are real time
 // per iteration; the ping-pong reports HALF a round trip (as osu_latency and
 // ucx_perftest do), the collectives one whole collective.
+#include "cli.hpp"
+
 #include <weft/comm.h>
 
 #include <benchmark/benchmark.h>
@@ -129,6 +131,11 @@ BENCHMARK(timed<Op::allreduce, false>)->Name("allreduce")->Arg(8)->Arg(256)->Arg
 BENCHMARK(timed<Op::bcast, false>)->Name("bcast")->Arg(8)->Arg(1 << 20)->UseManualTime();
 
 int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "comm_bench: weft's communicator hot paths (ping-pong, barrier, allreduce, bcast) on N ranks\n"
+                     "usage: weft-run -n N [--transport shm|ucx] comm_bench [--smoke] [--benchmark_* ...]\n"
+                     "  --smoke              a short run (--benchmark_min_time=0.001) for CI\n",
+                     {{"--smoke", false}}, true);
     if (weft_init(&ctx) != WEFT_OK || weft_comm_world(ctx, &world) != WEFT_OK) return 1;
     weft_comm_rank(world, &me);
     weft_comm_size(world, &nranks);

@@ -7,6 +7,7 @@
 // messages, then idles in a wait (the drain finds nothing to do but check).
 #include "bench/bench_util.hpp"
 #include "bench/check.hpp"
+#include "bench/cli.hpp"
 #include "bench/mana_model.hpp"
 
 #include <weft/comm.h>
@@ -30,6 +31,12 @@ using bench::now_ns;
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "drain_bench: weft's drain against a model of MANA's coordinator-based drain, same job\n"
+                     "usage: weft-run -n N drain_bench [--reps R] [--smoke]\n"
+                     "  --reps R             drains of each kind (default 30)\n"
+                     "  --smoke              3 repetitions, for CI\n",
+                     {{"--reps", true}, {"--smoke", false}});
     int reps = 30;
     for (int i = 1; i < argc; ++i)
         if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);

@@ -16,6 +16,7 @@
 // over the whole loop, p50_ns/p99_ns from 1 iteration in 16 timed alone. The two processes are pinned to different
 // cores when there are at least two (like weft-run binds ranks).
 #include "bench_util.hpp"
+#include "cli.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -187,4 +188,14 @@ BENCHMARK_CAPTURE(BM_floor, fadd_one_line, Mode::fadd_one_line)->UseRealTime();
 BENCHMARK_CAPTURE(BM_floor, fadd_two_lines, Mode::fadd_two_lines)->UseRealTime();
 BENCHMARK_CAPTURE(BM_floor, store_one_line, Mode::store_one_line)->UseRealTime();
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "floor_pingpong: this machine's floor without weft (two processes ping-pong on shared cache lines)\n"
+                     "usage: floor_pingpong [--benchmark_* ...]\n",
+                     {}, true);
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

@@ -12,6 +12,7 @@
 // bench/mpi/ft_mpi.c is the same workload on MPICH's MPIX_Comm_agree/shrink.
 #include "bench/bench_util.hpp"
 #include "bench/check.hpp"
+#include "bench/cli.hpp"
 
 #include <weft/comm.h>
 #include <weft/ft.h>
@@ -79,6 +80,14 @@ struct Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "ft_bench: fault-tolerance latencies (agree, validate_global, shrink) against an allreduce\n"
+                     "usage: weft-run -n N ft_bench [--reps R] [--smoke]\n"
+                     "       weft-run -n N --keep-survivors --fault kill:rank=N-1:at=ft_bench.victim ft_bench --kill\n"
+                     "  --reps R             repetitions (default 200)\n"
+                     "  --kill               then kill the last rank and time its failure becoming known\n"
+                     "  --smoke              3 repetitions, for CI\n",
+                     {{"--reps", true}, {"--kill", false}, {"--smoke", false}});
     Bench b;
     bool kill = false;
     for (int i = 1; i < argc; ++i)

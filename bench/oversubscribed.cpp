@@ -11,6 +11,7 @@
 // exits non-zero. The point is that with 8 ranks per core nobody livelocks:
 // weft's waits and ours spin briefly, then yield.
 #include "bench_util.hpp"
+#include "cli.hpp"
 
 #include <weft/weft.h>
 
@@ -55,6 +56,11 @@ void on_time(void* arg, uint32_t source, const void* p, size_t len) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "oversubscribed: many ranks on few cores hammering one word (correctness, no livelock)\n"
+                     "usage: weft-run -n 16 oversubscribed [K]\n"
+                     "  K                    blocking fetch-adds per rank on rank 0's word (default 20000)\n",
+                     {}, false, 1);
     const uint64_t k = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 20000;
     if (k == 0) die("K must be > 0");
     weft_context_t ctx;

@@ -25,6 +25,7 @@
 // Every wait is bounded (bench::wait_limit_ns, WEFT_BENCH_WAIT_S): on timeout
 // the rank prints what it waited for and exits 1; weft-run then ends the job.
 #include "bench_util.hpp"
+#include "cli.hpp"
 
 #include <weft/weft.h>
 
@@ -477,6 +478,11 @@ void serve() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "weft_bench: weft's hot paths (RMA, atomics, active messages) measured between two ranks\n"
+                     "usage: weft-run -n 2 [--transport shm|ucx|verbs] weft_bench [--smoke] [--benchmark_* ...]\n"
+                     "  --smoke              a short run (--benchmark_min_time=0.01) for CI\n",
+                     {{"--smoke", false}}, true);
     bool smoke = false;
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {

@@ -69,6 +69,18 @@ void log_at(LogLevel level, const char* file, int line, const char* fmt, ...) {
     std::fprintf(stderr, "weft[%s] %s %s:%d: %s\n", who, level_name(level), base, line, msg);
 }
 
+Status log_failure(Status st, const char* file, int line, const char* fmt, ...) {
+    const LogLevel level = failure_level(st);
+    if (static_cast<int>(level) > static_cast<int>(log_level())) return st;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_at(level, file, line, "%s", msg);
+    return st;
+}
+
 void invariant_failed(const char* file, int line, const char* what) {
     std::fprintf(stderr, "weft: invariant violated at %s:%d: %s\n", file, line, what);
     std::abort();

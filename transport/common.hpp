@@ -34,10 +34,25 @@ void log_set_identity(uint32_t job, uint32_t rank);
             ::weft::log_at(::weft::LogLevel::level, __FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
 
-// Log where an error is decided and return it (UCX's rule). The message is
-// the caller's; the status text is appended.
-#define WEFT_FAIL(status, ...) \
-    (::weft::log_at(::weft::LogLevel::error, __FILE__, __LINE__, __VA_ARGS__), (status))
+// The statuses that are expected outcomes, not errors: part of a protocol a
+// correct program runs (weft/ft.h: a revoked communicator, an any-source
+// receive pending on an unrecognised failure), answered by recovering and
+// calling again, and possibly returned on every call of a polling loop.
+// The one list; README "Logging" gives the rule.
+constexpr bool expected_outcome(Status st) {
+    return st == WEFT_ERR_PEER_FAILED_PENDING || st == WEFT_ERR_REVOKED;
+}
+// The level a failed call's line is logged at: debug for an expected
+// outcome, error for the rest (bad input, real failures).
+constexpr LogLevel failure_level(Status st) { return expected_outcome(st) ? LogLevel::debug : LogLevel::error; }
+
+// Logs a failure at failure_level(st) and returns st. Cold path.
+[[gnu::cold, gnu::format(printf, 4, 5)]] Status log_failure(Status st, const char* file, int line, const char* fmt,
+                                                            ...);
+
+// Log where an error is decided and return it (UCX's rule), at the level of
+// its status (failure_level). The message is the caller's.
+#define WEFT_FAIL(status, ...) ::weft::log_failure((status), __FILE__, __LINE__, __VA_ARGS__)
 
 // Invariant violation: a bug in weft, not a fabric error. Aborts.
 [[noreturn, gnu::cold]] void invariant_failed(const char* file, int line, const char* what);

@@ -60,12 +60,12 @@ void decode_payload(Type t, std::span<const uint8_t> p) {
             ErrorMsg e;
             if (decode_error(p, e) != WEFT_OK) return;
             CHECK(e.status >= WEFT_OK && e.status <= WEFT_ERR_LAST_);
-            CHECK(e.text.size() == p.size() - 6);
+            CHECK(e.text.size() == p.size() - 6 - (e.departed ? 1 : 0));
             // The encoder caps texts at 1024 bytes and unknown statuses decode
             // as PROTOCOL: compare only where the round trip is exact.
             const uint32_t st = get_u32(p.data());
             if (e.text.size() <= 1024 && st <= WEFT_ERR_LAST_) {
-                encode_error(re, 0, e.status, e.text);
+                encode_error(re, 0, e.status, e.text, e.departed);
                 CHECK(same_payload(re, p));
             }
             return;

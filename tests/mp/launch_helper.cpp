@@ -9,6 +9,9 @@
 //   jobs               two jobs: check job ids, universe size, and exchange
 //                      an active message with the same rank of the other job
 //   signal             init, wait for SIGUSR1 (forwarded by weft-run), exit 0
+//   depart             rank 0 makes one bootstrap barrier more than the others
+//                      (its finalize's), which fails because they finalized
+//                      and exited 0: a departure, not a death (exit 0)
 #include <weft/weft.h>
 
 #include "transport/bootstrap/wire.hpp"
@@ -78,6 +81,14 @@ int main(int argc, char** argv) {
         if (code) std::_Exit(code);
         // Others wait to be killed by weft-run (which must not wait for us).
         sleep(30);
+        return 0;
+    }
+    if (mode == "depart") {
+        init();
+        // Rank 0's extra barrier meets the others' finalize barrier; its own
+        // finalize barrier then waits for ranks that finalized and left.
+        if (rank_ == 0) CHECK(weft_bootstrap_barrier(ctx));
+        CHECK(weft_finalize(ctx));
         return 0;
     }
     if (mode == "sleep") {

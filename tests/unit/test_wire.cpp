@@ -231,6 +231,25 @@ TEST(WireRoundTrip, Error) {
     ASSERT_EQ(wire::decode_error(p, e), WEFT_OK);
     EXPECT_EQ(e.status, WEFT_ERR_TIMEOUT);
     EXPECT_EQ(e.text, "launcher gave up");
+    EXPECT_FALSE(e.departed);
+}
+
+TEST(WireRoundTrip, ErrorOfADeparture) {
+    // A member that finalized and exited 0: the rank logs it at debug, not
+    // as a death.
+    Bytes f;
+    wire::encode_error(f, 9, WEFT_ERR_PEER_FAILED, "job 0 rank 1 finalized and exited (status 0)", true);
+    wire::Header h{};
+    Span p = payload_of(f, h);
+    wire::ErrorMsg e{};
+    ASSERT_EQ(wire::decode_error(p, e), WEFT_OK);
+    EXPECT_EQ(e.status, WEFT_ERR_PEER_FAILED);
+    EXPECT_EQ(e.text, "job 0 rank 1 finalized and exited (status 0)");
+    EXPECT_TRUE(e.departed);
+    // Any other trailing byte is a protocol error.
+    Bytes q(p.begin(), p.end());
+    q.back() = 2;
+    EXPECT_EQ(wire::decode_error(Span(q), e), WEFT_ERR_PROTOCOL);
 }
 
 TEST(WireRoundTrip, ErrorTextLongerThan1024IsTruncated) {

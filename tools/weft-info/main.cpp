@@ -1,6 +1,7 @@
 // weft-info — what this build of weft can use on this machine: backends,
 // topology, RDMA devices with their ports, GIDs (and the one weft would
-// pick) and atomic capability. Exit status 0; informational only.
+// pick) and atomic capability. Exit status 0 (2 for an argument: it takes
+// none but -h/--help); informational only.
 #include "transport/backend.hpp"
 
 #include <weft/config.hpp>
@@ -15,10 +16,28 @@
 #include <cstdlib>
 #include <cstring>
 
+namespace {
+
+void usage(std::FILE* out) {
+    std::fprintf(out,
+                 "weft-info: what this build of weft can use on this machine\n"
+                 "usage: weft-info [-h|--help]\n"
+                 "Prints weft's version, the backends built (WEFT_TRANSPORT), the machine's topology\n"
+                 "and each RDMA device's ports, GIDs (and the one weft picks) and atomic capability.\n"
+                 "Takes no arguments. Exit status: 0, or 2 for a bad argument.\n");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-    if (argc > 1 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
-        std::printf("usage: weft-info\nPrints weft's backends, the machine's topology and its RDMA devices.\n");
-        return 0;
+    if (argc > 1) {
+        if (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        std::fprintf(stderr, "weft-info: unknown argument '%s' (weft-info takes none)\n", argv[1]);
+        usage(stderr);
+        return 2;
     }
     std::printf("weft %s\n", WEFT_VERSION);
     std::printf("backends (WEFT_TRANSPORT):\n");

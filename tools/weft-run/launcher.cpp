@@ -46,6 +46,23 @@ struct Proc {
     int conn = -1;                // index into connections, -1 if none
 };
 
+// It exited with status 0 (after weft_finalize): departed, not failed.
+bool departed(const Proc& p) { return p.exited && WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0; }
+
+// Why an exchange cannot complete, `when` the member went: a departure or a
+// death, and how it died.
+std::string gone_text(const Proc& p, const char* when) {
+    char text[160];
+    if (departed(p))
+        std::snprintf(text, sizeof text, "job %u rank %u finalized and exited (status 0) %s", p.job, p.rank, when);
+    else if (WIFSIGNALED(p.status))
+        std::snprintf(text, sizeof text, "job %u rank %u died (signal %d) %s", p.job, p.rank, WTERMSIG(p.status), when);
+    else
+        std::snprintf(text, sizeof text, "job %u rank %u died (exit status %d) %s", p.job, p.rank,
+                      WEXITSTATUS(p.status), when);
+    return text;
+}
+
 struct Conn {
     int fd = -1;
     int proc = -1;  // set after a valid hello
@@ -290,20 +307,20 @@ void Launcher::on_exchange(uint32_t pi, uint32_t seq, const wire::Exchange& e) {
     c.have[slot] = true;
     c.blobs[slot].assign(e.blob.begin(), e.blob.end());
     ++c.count;
-    // A member that already died will never contribute: fail the exchange
-    // now instead of letting the others wait for their deadline.
-    for (uint32_t k = 0; k < m.size(); ++k) {
-        if (!c.have[k] && procs_[m[k]].exited) {
-            std::vector<uint8_t> out;
-            char text[128];
-            std::snprintf(text, sizeof text, "job %u rank %u died before this exchange completed",
-                          procs_[m[k]].job, procs_[m[k]].rank);
-            wire::encode_error(out, seq, WEFT_ERR_PEER_FAILED, text);
-            for (uint32_t k2 = 0; k2 < m.size(); ++k2)
-                if (c.have[k2]) send_to(m[k2], out);
-            collectives_.erase(key);
-            return;
-        }
+    // A member that already exited will never contribute: fail the exchange
+    // now instead of letting the others wait for their deadline. Name one
+    // that died if there is one; one that finalized and exited 0 departed.
+    int gone = -1;
+    for (uint32_t k = 0; k < m.size(); ++k)
+        if (!c.have[k] && procs_[m[k]].exited && (gone < 0 || departed(procs_[m[gone]]))) gone = static_cast<int>(k);
+    if (gone >= 0) {
+        std::vector<uint8_t> out;
+        const Proc& g = procs_[m[gone]];
+        wire::encode_error(out, seq, WEFT_ERR_PEER_FAILED, gone_text(g, "before this exchange completed"), departed(g));
+        for (uint32_t k2 = 0; k2 < m.size(); ++k2)
+            if (c.have[k2]) send_to(m[k2], out);
+        collectives_.erase(key);
+        return;
     }
     if (c.count < m.size()) return;
     std::vector<uint8_t> out;
@@ -322,10 +339,8 @@ void Launcher::fail_collectives_with(uint32_t dead) {
             continue;
         }
         std::vector<uint8_t> out;
-        char text[128];
-        std::snprintf(text, sizeof text, "job %u rank %u died during this exchange", procs_[dead].job,
-                      procs_[dead].rank);
-        wire::encode_error(out, seq, WEFT_ERR_PEER_FAILED, text);
+        wire::encode_error(out, seq, WEFT_ERR_PEER_FAILED, gone_text(procs_[dead], "during this exchange"),
+                           departed(procs_[dead]));
         for (size_t k = 0; k < m.size(); ++k)
             if (it->second.have[k]) send_to(m[k], out);
         it = collectives_.erase(it);

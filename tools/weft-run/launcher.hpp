@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,14 @@ struct Options {
     bool bind = true;
     bool verbose = false;
     int drain_signal = 0;      // --drain-on: this signal asks the job for a drain
+    bool help = false;         // -h / --help: print usage() to stdout, run nothing
 };
 
-// Parses argv; on error prints a message and returns false.
+// Parses argv; on error prints a message (and the usage) to stderr and
+// returns false. -h / --help sets opt.help and returns true.
 bool parse_options(int argc, char** argv, Options& opt);
+// weft-run's usage text: to stdout for --help, to stderr after an error.
+void usage(std::FILE* out);
 bool parse_fault(const std::string& text, FaultSpec& f, std::string& error);
 // "SIGUSR1", "USR1" or a number; 0 if it is none of these.
 int parse_signal(const std::string& text);

@@ -10,24 +10,6 @@ namespace weft::run {
 
 namespace {
 
-void usage() {
-    std::fprintf(stderr,
-                 "usage: weft-run [options] -n N prog [args...] [: -n M prog2 [args...]]...\n"
-                 "  -n N                 ranks of the job that follows (each ':' starts a new job)\n"
-                 "  --transport T        shm | ucx | verbs | auto (sets WEFT_TRANSPORT)\n"
-                 "  --timeout SEC        kill every rank and exit 124 after SEC seconds\n"
-                 "  --keep-survivors     do not kill the other ranks when one fails\n"
-                 "  --no-bind            do not bind ranks to cores\n"
-                 "  --fault SPEC         inject a fault (repeatable):\n"
-                 "                         kill:rank=R[:job=J]:after=SEC\n"
-                 "                         stop:rank=R[:job=J]:after=SEC[:for=SEC]\n"
-                 "                         kill:rank=R[:job=J]:at=NAME[:count=K]\n"
-                 "                         stop:rank=R[:job=J]:at=NAME[:count=K]\n"
-                 "  --drain-on SIG       on signal SIG (e.g. SIGUSR1), ask the job for a drain and\n"
-                 "                       print its result (drain.h; needs the ranks' drain threads)\n"
-                 "  -v                   say what the launcher does\n");
-}
-
 bool parse_number(const std::string& s, double& out) {
     char* end = nullptr;
     out = std::strtod(s.c_str(), &end);
@@ -42,6 +24,30 @@ bool parse_uint(const std::string& s, uint64_t& out) {
 }
 
 }  // namespace
+
+void usage(std::FILE* out) {
+    std::fprintf(out,
+                 "weft-run: launch a weft job (one or more jobs of ranks) on this machine\n"
+                 "usage: weft-run [options] -n N prog [args...] [: -n M prog2 [args...]]...\n"
+                 "Forks N ranks of prog (bound to cores), serves their start-up exchange, forwards\n"
+                 "signals, kills the rest when one fails, and exits with the first non-zero status\n"
+                 "(128+N for a signal, 124 for --timeout, 2 for a bad command line).\n"
+                 "options (before the first -n, or between -n N and the program):\n"
+                 "  -n N                 ranks of the job that follows (each ':' starts a new job)\n"
+                 "  --transport T        shm | ucx | verbs | auto (sets WEFT_TRANSPORT)\n"
+                 "  --timeout SEC        kill every rank and exit 124 after SEC seconds\n"
+                 "  --keep-survivors     do not kill the other ranks when one fails\n"
+                 "  --no-bind            do not bind ranks to cores\n"
+                 "  --fault SPEC         inject a fault (repeatable):\n"
+                 "                         kill:rank=R[:job=J]:after=SEC\n"
+                 "                         stop:rank=R[:job=J]:after=SEC[:for=SEC]\n"
+                 "                         kill:rank=R[:job=J]:at=NAME[:count=K]\n"
+                 "                         stop:rank=R[:job=J]:at=NAME[:count=K]\n"
+                 "  --drain-on SIG       on signal SIG (e.g. SIGUSR1), ask the job for a drain and\n"
+                 "                       print its result (drain.h; needs the ranks' drain threads)\n"
+                 "  -v                   say what the launcher does\n"
+                 "  -h, --help           print this and exit\n");
+}
 
 int parse_signal(const std::string& text) {
     static const std::pair<const char*, int> names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
@@ -158,11 +164,10 @@ bool parse_options(int argc, char** argv, Options& opt) {
         } else if (a == "-v") {
             opt.verbose = true;
         } else if (a == "-h" || a == "--help") {
-            usage();
-            return false;
+            opt.help = true;
         } else {
             std::fprintf(stderr, "weft-run: unknown option %s\n", argv[i]);
-            usage();
+            usage(stderr);
             return false;
         }
         return true;
@@ -173,9 +178,11 @@ bool parse_options(int argc, char** argv, Options& opt) {
     auto is_option = [&](const char* a) { return a[0] == '-' && std::strcmp(a, "-n") != 0; };
     for (; i < argc && std::strcmp(argv[i], "-n") != 0; ++i)
         if (!parse_one()) return false;
+    if (opt.help) return true;
     while (i < argc) {
         if (std::strcmp(argv[i], "-n") != 0 || i + 1 >= argc) {
-            usage();
+            std::fprintf(stderr, "weft-run: expected -n N, got '%s'\n", argv[i]);
+            usage(stderr);
             return false;
         }
         uint64_t n = 0;
@@ -188,6 +195,7 @@ bool parse_options(int argc, char** argv, Options& opt) {
         i += 2;
         for (; i < argc && is_option(argv[i]); ++i)
             if (!parse_one()) return false;
+        if (opt.help) return true;
         for (; i < argc && std::strcmp(argv[i], ":") != 0; ++i) job.argv.emplace_back(argv[i]);
         if (job.argv.empty()) {
             std::fprintf(stderr, "weft-run: job %zu has no program\n", opt.jobs.size());
@@ -197,7 +205,8 @@ bool parse_options(int argc, char** argv, Options& opt) {
         if (i < argc) ++i;  // skip ':'
     }
     if (opt.jobs.empty()) {
-        usage();
+        std::fprintf(stderr, "weft-run: no job to run (-n N prog)\n");
+        usage(stderr);
         return false;
     }
     for (const auto& f : opt.faults) {

@@ -133,6 +133,10 @@ public:
                 wire::ErrorMsg e;
                 if (wire::decode_error(payload, e) != WEFT_OK)
                     return WEFT_FAIL(WEFT_ERR_PROTOCOL, "corrupted error frame from launcher");
+                if (e.departed) {  // a member finalized and left: expected at finalize, not a failure
+                    WEFT_LOG(debug, "bootstrap exchange %u not completed: %s", seq, e.text.c_str());
+                    return e.status;
+                }
                 return WEFT_FAIL(e.status, "bootstrap exchange %u failed: %s", seq, e.text.c_str());
             }
             if (hdr.type != wire::Type::exchange_result || hdr.seq != seq)

@@ -61,13 +61,14 @@ void encode_exchange_result(std::vector<uint8_t>& out, uint32_t seq,
     finish(out, lp);
 }
 
-void encode_error(std::vector<uint8_t>& out, uint32_t seq, Status status, std::string_view text) {
+void encode_error(std::vector<uint8_t>& out, uint32_t seq, Status status, std::string_view text, bool departed) {
     size_t lp;
     begin(out, Type::error, seq, lp);
     put_u32(out, static_cast<uint32_t>(status));
     uint16_t n = static_cast<uint16_t>(text.size() > 1024 ? 1024 : text.size());
     put_u16(out, n);
     out.insert(out.end(), text.begin(), text.begin() + n);
+    if (departed) out.push_back(1);
     finish(out, lp);
 }
 
@@ -137,10 +138,12 @@ Status decode_error(std::span<const uint8_t> p, ErrorMsg& e) {
     if (p.size() < 6) return WEFT_ERR_PROTOCOL;
     uint32_t st = get_u32(p.data());
     uint16_t n = get_u16(p.data() + 4);
-    if (p.size() != 6u + n) return WEFT_ERR_PROTOCOL;
+    // The text, then nothing or the departure byte (1).
+    if (p.size() != 6u + n && !(p.size() == 7u + n && p[6u + n] == 1)) return WEFT_ERR_PROTOCOL;
     if (st > WEFT_ERR_LAST_) st = WEFT_ERR_PROTOCOL;
     e.status = static_cast<Status>(st);
     e.text.assign(reinterpret_cast<const char*>(p.data() + 6), n);
+    e.departed = p.size() == 7u + n;
     return WEFT_OK;
 }
 

@@ -54,6 +54,10 @@ struct Exchange {
 struct ErrorMsg {
     Status status;
     std::string text;
+    // An exchange failed because a member finalized and exited (a departure,
+    // logged at debug), not because it died. On the wire: one byte 1 after
+    // the text, absent otherwise.
+    bool departed = false;
 };
 
 struct PeerFailed {
@@ -68,7 +72,8 @@ void encode_exchange(std::vector<uint8_t>& out, uint32_t seq, Scope scope,
                      std::span<const uint8_t> blob);
 void encode_exchange_result(std::vector<uint8_t>& out, uint32_t seq,
                             const std::vector<std::vector<uint8_t>>& blobs);
-void encode_error(std::vector<uint8_t>& out, uint32_t seq, Status status, std::string_view text);
+void encode_error(std::vector<uint8_t>& out, uint32_t seq, Status status, std::string_view text,
+                  bool departed = false);
 void encode_peer_failed(std::vector<uint8_t>& out, const PeerFailed& p);
 
 // Decoders: `bytes` is exactly one payload (header already consumed).
