@@ -557,12 +557,16 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, (me + (1u << k)) % n);
             if (!direct_) unhold();
             if (st != WEFT_OK) WEFT_LOG(warn, "drain: a write to rank %u failed: %s", (me + (1u << k)) % n, weft_strerror(st));
-            // Wait for our partner's word of this round and step.
+            // Wait for our partner's word of this round and step. Ends: the
+            // word comes, or one look in 16 finds the attempt settled or its
+            // deadline passed. The looks count on their own: rest() advances
+            // idle too, and a shared counter (two steps a pass) never hit a
+            // multiple of 16, so a partner that never wrote hung this wait.
             std::atomic_ref<uint64_t> inbox(*own(inbox_off(k, round)));
-            uint32_t idle = 0;
+            uint32_t idle = 0, looks = 0;
             const uint64_t wait_start = now_ns();
             for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag; w = inbox.load(std::memory_order_acquire)) {
-                if ((++idle & 15) == 0) {
+                if ((++looks & 15) == 0) {
                     if (!direct_ || needs_progress_) {
                         hold();
                         progress_all();
