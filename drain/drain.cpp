@@ -836,8 +836,19 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
     WEFT_FAULT_POINT("drain.quiescent.barrier");
     publish(WEFT_STATE_DRAIN_QUIESCENT, number);
     // Nobody resumes before every rank's callback returned (a checkpoint:
-    // every image is written before any new message can be sent).
+    // every image is written before any new message can be sent). The
+    // callbacks are the application's and may take long (an image to
+    // write), so the wait gets its own WEFT_DRAIN_TIMEOUT_MS from here
+    // rather than what is left of the drain's.
+    deadline_ = Deadline::after_ns(timeout_ns_);
     uint32_t idle = 0;
+    // Ends: every rank said it is done; or must_end: a member failed
+    // before saying so (it never will), the deadline (a member stopped or
+    // stuck in its callback), finalize. There is no decision here: each
+    // rank ends on what it sees. A member that fails after saying it was
+    // done leaves OK with those that saw every word before its failure was
+    // known, PEER_FAILED with the others (a failed member's words are not
+    // read: read_remote).
     for (;;) {
         bool all = true;
         uint64_t buffered = 0;
@@ -851,6 +862,7 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
             res.job_buffered_messages = buffered;
             return p2p_done;
         }
+        if (const Code why = must_end(); why != undecided) return why;
         if (needs_progress_) eng_.poll();
         rest(idle);
     }
