@@ -371,6 +371,8 @@ Status Drain::wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& ou
 
 // ------------------------------------------------------------ the thread
 void Drain::run() {
+    // The thread's life: ends when stop() (weft_finalize) sets stop_; each
+    // pass is bounded (a drain by its deadlines, an idle look by idle_ns_).
     while (!stop_.load(std::memory_order_acquire)) {
         const uint64_t asked = asked_.load();
         if (asked > sent_request_) {
@@ -914,6 +916,10 @@ void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
 void Drain::commit(Comm& c) {
     std::atomic_ref<uint64_t> seq(*own(clock_off(c.slot, WEFT_STATE_CLOCK_SEQ)));
     uint32_t spins = 0;
+    // Ends: the drain thread clears drain_active between attempts and when
+    // the drain ends, and every drain ends within its bounds (run_drain:
+    // WEFT_DRAIN_TIMEOUT_MS, or at once when a member fails); a raise above
+    // our seq ends it sooner.
     while (c.slots_known) {
         const uint64_t attempt = eng_.drain_active().load(std::memory_order_acquire);
         if (attempt == 0) break;  // no drain, or a free run between attempts
