@@ -2,6 +2,13 @@
 #include "drain/drain.hpp"
 #include "drain/layer.hpp"
 
+#include <cstddef>
+
+// failed_rank took the struct's tail padding: programs built against the
+// header without it still pass a struct of this size and layout.
+static_assert(sizeof(weft_drain_result_t) == 104 && offsetof(weft_drain_result_t, deadlock) == 96 &&
+              offsetof(weft_drain_result_t, failed_rank) == 100);
+
 using weft::guarded;
 using weft::Status;
 using weft::drain::Drain;

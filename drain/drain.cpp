@@ -175,6 +175,13 @@ uint64_t Drain::load_remote(uint32_t r, uint64_t off) {
 }
 
 void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
+    if (r != rt_.rank() && rt_.peer_failed(r)) {
+        // A failed member's words are not its state any more (a mapped
+        // segment outlives its process; elsewhere the read would fail and
+        // log every round): it matches nothing, and must_end() ends the drain.
+        std::memset(dst, 0xff, words * 8);
+        return;
+    }
     if (r == rt_.rank() || direct_) {
         uint8_t* base = r == rt_.rank() ? win_->local_base : win_->remote[r].direct;
         for (size_t i = 0; i < words; ++i)
@@ -194,6 +201,11 @@ void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
 // `enough(old)` says the word already holds at least as much.
 template <typename Enough>
 Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect) {
+    if (r != rt_.rank() && rt_.peer_failed(r)) return WEFT_ERR_PEER_FAILED;  // nobody reads it any more
+    // Ends: each pass either settles (our value is in, the word holds
+    // enough, or the operation failed, bounded by WEFT_TIMEOUT_MS) or saw
+    // another writer's raise land in between; the words only grow toward a
+    // bound the raisers share, so the retries are as many as competing raises.
     for (;;) {
         uint64_t old = 0;
         Status st = win_->ops->compare_swap(win_, r, off, expect, want, &old);
@@ -210,17 +222,80 @@ void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t att
     };
     Status st = cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough,
                           tagged(0, use, 0));
+    if (st == WEFT_ERR_PEER_FAILED && rt_.peer_failed(r)) return;  // must_end() says so
     if (st != WEFT_OK) WEFT_LOG(warn, "drain: raising a target at rank %u failed: %s", r, weft_strerror(st));
 }
 
-uint64_t Drain::decision() { return load_remote(0, WEFT_STATE_DRAIN_DECISION_OFF); }
+// The word after the decision on rank 0: a failed member's rank + 1, put
+// there by whoever settles member_failed (any failed member will do: a
+// failure is permanent), so that a rank whose own detector has not heard
+// of it yet can still name it.
+constexpr uint64_t failure_hint_off = WEFT_STATE_DRAIN_DECISION_OFF + 8;
+
+uint64_t Drain::decision() {
+    // Unreadable (rank 0 failed, or the read failed): nothing decided. Every
+    // survivor then ends on its own view (must_end), which is all there is.
+    const uint64_t dec = load_remote(0, WEFT_STATE_DRAIN_DECISION_OFF);
+    return dec == UINT64_MAX ? 0 : dec;
+}
+
+uint32_t Drain::reported_failure() {
+    const uint64_t v = load_remote(0, failure_hint_off);
+    return v == 0 || v == UINT64_MAX || v > rt_.size() ? UINT32_MAX : static_cast<uint32_t>(v - 1);
+}
 
 void Drain::decide(uint64_t attempt, Code from, Code to) {
+    if (rt_.peer_failed(0) && rt_.rank() != 0) return;  // no decision word: each ends on its own view
     // `from` undecided: whatever older attempt's outcome the word holds.
     uint64_t expect = from == undecided ? decision() : (attempt << 4) | from;
     if (from == undecided && (expect >> 4) >= attempt) return;  // already decided
+    if (to == member_failed && failed_rank_ != UINT32_MAX) {
+        // Before the decision, so that whoever reads the decision finds it.
+        const uint64_t hint = uint64_t(failed_rank_) + 1;
+        Status st = win_->ops->put(win_, 0, failure_hint_off, &hint, sizeof hint);
+        if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, 0);
+        if (st != WEFT_OK) WEFT_LOG(debug, "drain: naming rank %u at rank 0 failed: %s", failed_rank_, weft_strerror(st));
+    }
     uint64_t old = 0;
     win_->ops->compare_swap(win_, 0, WEFT_STATE_DRAIN_DECISION_OFF, expect, (attempt << 4) | to, &old);
+}
+
+Drain::Code Drain::settle(uint64_t attempt, Code from, Code to) {
+    const bool hold_here = !direct_ && !held_;
+    if (hold_here) hold();
+    decide(attempt, from, to);
+    const uint64_t dec = decision();
+    if (hold_here) unhold();
+    if ((dec >> 4) == attempt && (dec & 15) != undecided) return Code(dec & 15);
+    return to;
+}
+
+Drain::Code Drain::final_for(uint64_t dec, uint64_t attempt, bool p2p) {
+    if ((dec >> 4) != attempt) return undecided;
+    const Code c = Code(dec & 15);
+    if (c == failed || c == member_failed) return c;
+    if (p2p) return c == p2p_done ? c : undecided;
+    return c == coll_done || c == retry ? c : undecided;
+}
+
+uint32_t Drain::failed_member() const {
+    for (uint32_t r = 0; r < rt_.size(); ++r)
+        if (r != rt_.rank() && rt_.peer_failed(r)) return r;
+    return UINT32_MAX;
+}
+
+Drain::Code Drain::must_end() {
+    // A member that failed (or finalized and left) will never publish its
+    // phase, counters or quiescent word: the drain cannot reach a quiescent
+    // point, so it ends now rather than at its deadline.
+    const uint32_t f = failed_member();
+    if (f != UINT32_MAX) {
+        if (failed_rank_ == UINT32_MAX) failed_rank_ = f;
+        return member_failed;
+    }
+    if (stop_.load(std::memory_order_acquire)) return stopped;
+    if (deadline_.passed()) return failed;
+    return undecided;
 }
 
 // ----------------------------------------------------------- holding weft
@@ -271,6 +346,9 @@ Status Drain::request(uint64_t& number) {
 
 void Drain::send_request(uint64_t number) {
     for (uint32_t r = 0; r < rt_.size(); ++r) {
+        // A failed member takes no part: the drain ends at once for it
+        // (must_end), not a reason to log an error per request.
+        if (r != rt_.rank() && rt_.peer_failed(r)) continue;
         Status st = cas_raise(r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0);
         if (st != WEFT_OK) WEFT_LOG(error, "drain request: rank %u unreachable: %s", r, weft_strerror(st));
         if (direct_ && r != rt_.rank()) futex_wake(reinterpret_cast<uint64_t*>(win_->remote[r].direct + WEFT_STATE_EPOCH_OFF));
@@ -293,6 +371,8 @@ Status Drain::wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& ou
 
 // ------------------------------------------------------------ the thread
 void Drain::run() {
+    // The thread's life: ends when stop() (weft_finalize) sets stop_; each
+    // pass is bounded (a drain by its deadlines, an idle look by idle_ns_).
     while (!stop_.load(std::memory_order_acquire)) {
         const uint64_t asked = asked_.load();
         if (asked > sent_request_) {
@@ -344,12 +424,25 @@ void Drain::run_drain(uint64_t number) {
     res.drain = number;
     const uint64_t t0 = now_ns();
     const uint64_t raises0 = raises_.load();
+    // One bound for the whole drain, every attempt included: a member that
+    // never takes part (dead, stopped, its detector silent) must not keep
+    // the job retrying forever. Failures end it sooner (must_end).
+    deadline_ = Deadline::after_ns(timeout_ns_);
+    failed_rank_ = UINT32_MAX;
     Code code = retry;
     uint64_t attempt = 0;
-    while (code == retry && !stop_.load()) {
+    const char* where = "collective";  // the phase it ended in, for the log
+    // Ends: every attempt is bounded (its own deadline, the drain's,
+    // must_end), and a retry comes only before the drain's deadline.
+    while (code == retry) {
         attempt = ++attempts_total_;
         ++res.attempts;
-        code = collective_attempt(attempt, res);
+        // A member already known failed (a drain after a failure, or one
+        // seen during the free run): end before closing anything. Settled in
+        // the decision word too, for survivors whose detector is slower.
+        code = must_end();
+        if (code == member_failed || code == failed) code = settle(attempt, undecided, code);
+        if (code == undecided) code = collective_attempt(attempt, res);
         if (code != retry) break;
         log_unconverged(attempt);
         WEFT_LOG(info, "drain %llu: attempt %u did not converge; free run, then again",
@@ -359,16 +452,45 @@ void Drain::run_drain(uint64_t number) {
         phase_.store(0, std::memory_order_release);
         eng_.drain_active().store(0, std::memory_order_release);
         const Deadline free_run = Deadline::after_ns(free_run_ns_);
-        while (!free_run.passed() && !stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        while (!free_run.passed() && must_end() == undecided) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     res.collective_ns = now_ns() - t0;
-    if (code == coll_done) code = p2p_phase(attempt, res);
-    else hold();  // stopping: finish like a failed drain
-    res.status = code == p2p_done ? WEFT_OK : WEFT_ERR_TIMEOUT;
-    if (code == p2p_done) quiescent_barrier(number, res);
-    else if (stop_.load()) WEFT_LOG(warn, "drain %llu abandoned: the context is finalizing", static_cast<unsigned long long>(number));
-    else WEFT_LOG(error, "drain %llu gave up: messages still in transit after %llu ms", static_cast<unsigned long long>(number),
-                  static_cast<unsigned long long>(timeout_ns_ / 1000000));
+    if (code == coll_done) {
+        where = "point-to-point";
+        code = p2p_phase(attempt, res);
+    } else {
+        hold();  // resume below opens the gate, as after the point-to-point phase
+    }
+    if (code == p2p_done) {
+        where = "quiescent barrier";
+        code = quiescent_barrier(number, res);
+    }
+    if (code == member_failed && failed_rank_ == UINT32_MAX) {
+        // Settled by a survivor that knew before we did: it named the member.
+        failed_rank_ = failed_member();
+        if (failed_rank_ == UINT32_MAX) failed_rank_ = reported_failure();
+    }
+    res.status = code == p2p_done ? WEFT_OK : code == member_failed ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TIMEOUT;
+    res.failed_rank = code == member_failed ? failed_rank_ : UINT32_MAX;
+    if (code == stopped) {
+        WEFT_LOG(warn, "drain %llu abandoned: the context is finalizing", static_cast<unsigned long long>(number));
+    } else if (code == member_failed) {
+        std::string all;
+        for (uint32_t r = 0; r < rt_.size(); ++r)
+            if (r != rt_.rank() && rt_.peer_failed(r)) all += (all.empty() ? "" : ", ") + std::to_string(r);
+        WEFT_LOG(error, "drain %llu ended without a quiescent point: rank %u failed%s%s%s; the job resumes",
+                 static_cast<unsigned long long>(number), failed_rank_, all.empty() ? "" : " (failed here: ", all.c_str(),
+                 all.empty() ? "" : ")");
+    } else if (code == failed) {
+        WEFT_LOG(error, "drain %llu gave up after %llu ms (WEFT_DRAIN_TIMEOUT_MS) in its %s phase; the job resumes",
+                 static_cast<unsigned long long>(number), static_cast<unsigned long long>(timeout_ns_ / 1000000), where);
+        if (std::strcmp(where, "collective") == 0) log_unconverged(attempt);
+    }
+    if (code != p2p_done) {
+        // A rank that gave up must not read as still taking part in this
+        // attempt (a resumed peer would otherwise wait for it to converge).
+        publish(WEFT_STATE_DRAIN_PHASE, 0);
+    }
     // Resume: counters and clocks stay (they only grow; the next drain
     // compares sums and recomputes targets under a new attempt tag), owed
     // synchronous-send ACKs go when the application receives the buffered
@@ -420,6 +542,8 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
     }
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_collective);
     unhold();
+    // A test kills a rank here: it dies while the others observe it.
+    WEFT_FAULT_POINT("drain.collective.attempt");
     const Deadline deadline = Deadline::after_ns(attempt_ns_);
     return by_tree_ ? observe_by_tree(attempt, res, deadline) : observe_by_reads(attempt, res, deadline);
 }
@@ -440,8 +564,12 @@ bool Drain::progress_if_open() {
 Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline) {
     std::vector<uint64_t> prev, cur;
     uint32_t idle = 0;
+    // Ends: when the attempt is settled (by anyone: convergence, the
+    // attempt's deadline, a failure), when we fell behind, or on must_end
+    // (a failed member, the drain's deadline, finalize).
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
+        if (const Code why = must_end(); why != undecided) return why == stopped ? why : settle(attempt, undecided, why);
         const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
         if (must_hold) {
             hold();
@@ -450,7 +578,7 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
         snapshot_clocks(cur);
         const uint64_t dec = decision();
         if (must_hold) unhold();
-        if ((dec >> 4) == attempt && ((dec & 15) == coll_done || (dec & 15) == retry)) return Code(dec & 15);
+        if (const Code c = final_for(dec, attempt, false); c != undecided) return c;
         if ((dec >> 4) > attempt) {
             // We fell behind (descheduled through a whole attempt): follow.
             attempts_total_ = dec >> 4;
@@ -534,8 +662,11 @@ bool Drain::clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt, u
 Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline) {
     const uint32_t n = rt_.size(), me = rt_.rank();
     std::vector<uint64_t> prev, cur;
+    // Ends: as observe_by_reads. Every wait for a partner below also looks
+    // at the decision and must_end, so a dead partner ends it too.
     for (uint64_t round = 1, round_start = now_ns();; ++round, round_start = now_ns()) {
         ++res.rounds;
+        if (const Code why = must_end(); why != undecided) return why == stopped ? why : settle(attempt, undecided, why);
         // Time spent waiting for partners is a pause, as between the reads
         // observer's rounds: round_work_ns counts only this thread's work.
         uint64_t waited = 0;
@@ -552,17 +683,24 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
         const uint64_t tag = ((attempt & 0x3fffffffull) << 32) | (round & 0xffffffffull);
         for (uint32_t k = 0; (1u << k) < n; ++k) {
             const uint64_t word = (tag << 2) | (changed ? 2 : 0) | (converged ? 1 : 0);
+            const uint32_t partner = (me + (1u << k)) % n;
             if (!direct_) hold();
-            Status st = win_->ops->put(win_, (me + (1u << k)) % n, inbox_off(k, round), &word, sizeof word);
-            if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, (me + (1u << k)) % n);
+            // A failed partner is never written (must_end ends the wait below).
+            Status st = rt_.peer_failed(partner) ? WEFT_ERR_PEER_FAILED : win_->ops->put(win_, partner, inbox_off(k, round), &word, sizeof word);
+            if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, partner);
             if (!direct_) unhold();
-            if (st != WEFT_OK) WEFT_LOG(warn, "drain: a write to rank %u failed: %s", (me + (1u << k)) % n, weft_strerror(st));
-            // Wait for our partner's word of this round and step.
+            if (st != WEFT_OK && !rt_.peer_failed(partner))
+                WEFT_LOG(warn, "drain: a write to rank %u failed: %s", partner, weft_strerror(st));
+            // Wait for our partner's word of this round and step. Ends: the
+            // word comes, or one look in 16 finds the attempt settled or
+            // must_end. The looks count on their own: rest() advances idle
+            // too, and a shared counter (two steps a pass) never hit a
+            // multiple of 16, so a dead partner hung this wait for good.
             std::atomic_ref<uint64_t> inbox(*own(inbox_off(k, round)));
-            uint32_t idle = 0;
+            uint32_t idle = 0, looks = 0;
             const uint64_t wait_start = now_ns();
             for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag; w = inbox.load(std::memory_order_acquire)) {
-                if ((++idle & 15) == 0) {
+                if ((++looks & 15) == 0) {
                     if (!direct_ || needs_progress_) {
                         hold();
                         progress_all();
@@ -574,6 +712,9 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
                         if ((dec >> 4) > attempt) attempts_total_ = dec >> 4;
                         return retry;
                     }
+                    if (const Code c = final_for(dec, attempt, false); c == failed || c == member_failed) return c;
+                    if (const Code why = must_end(); why != undecided)
+                        return why == stopped ? why : settle(attempt, undecided, why);
                     if (deadline.passed()) {
                         if (!direct_) hold();
                         decide(attempt, undecided, retry);
@@ -614,12 +755,18 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     // that every rank was blocked. Held, the count can only fall.
     publish(status_blocked, eng_.blocked_receives());
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_p2p);
-    const Deadline deadline = Deadline::after_ns(timeout_ns_);
+    // A test kills a rank here: it dies holding its own weft, with the
+    // others waiting for its counters.
+    WEFT_FAULT_POINT("drain.p2p.phase");
     const uint64_t want_phase = (attempt << 4) | phase_p2p;
     std::vector<uint64_t> prev, cur;
     uint32_t idle = 0;
+    // Ends: when the attempt is settled (drained, or given up by anyone) or
+    // on must_end: a failed member, the drain's deadline (which bounds this
+    // phase: messages that cannot arrive), finalize.
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
+        if (const Code why = must_end(); why != undecided) return why == stopped ? why : settle(attempt, coll_done, why);
         uint32_t moved = 0;
         for (int k = 0; k < 4; ++k) moved += progress_all();
         uint64_t bytes = 0;
@@ -648,8 +795,7 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
             all_blocked = all_blocked && blocked != 0;
             none_blocked = none_blocked && blocked == 0;
         }
-        const uint64_t dec = decision();
-        if ((dec >> 4) == attempt && ((dec & 15) == p2p_done || (dec & 15) == failed)) return Code(dec & 15);
+        if (const Code c = final_for(decision(), attempt, true); c != undecided) return c;
         const bool drained = cur == prev && all_here && all_idle && sent == received;
         if (drained && blocking_ && eng_.blocked_receives()) {
             // Nothing is in transit, so nothing can complete our blocked
@@ -670,7 +816,6 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
             continue;
         }
         if (drained && none_blocked) decide(attempt, coll_done, p2p_done);
-        else if (deadline.passed()) decide(attempt, coll_done, failed);
         if (cur != prev || moved) idle = 0;
         prev.swap(cur);
         res.round_work_ns += now_ns() - round_start;
@@ -678,7 +823,7 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     }
 }
 
-void Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
+Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
     eng_.buffered(res.buffered_messages, res.buffered_bytes);
     publish(status_buffered, res.buffered_messages);
     weft_drain_quiescent_fn fn;
@@ -689,10 +834,23 @@ void Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
         arg = callback_arg_;
     }
     if (fn) fn(arg, &res);
+    // A test kills a rank here: its callback ran, but it never says so.
+    WEFT_FAULT_POINT("drain.quiescent.barrier");
     publish(WEFT_STATE_DRAIN_QUIESCENT, number);
     // Nobody resumes before every rank's callback returned (a checkpoint:
-    // every image is written before any new message can be sent).
+    // every image is written before any new message can be sent). The
+    // callbacks are the application's and may take long (an image to
+    // write), so the wait gets its own WEFT_DRAIN_TIMEOUT_MS from here
+    // rather than what is left of the drain's.
+    deadline_ = Deadline::after_ns(timeout_ns_);
     uint32_t idle = 0;
+    // Ends: every rank said it is done; or must_end: a member failed
+    // before saying so (it never will), the deadline (a member stopped or
+    // stuck in its callback), finalize. There is no decision here: each
+    // rank ends on what it sees. A member that fails after saying it was
+    // done leaves OK with those that saw every word before its failure was
+    // known, PEER_FAILED with the others (a failed member's words are not
+    // read: read_remote).
     for (;;) {
         bool all = true;
         uint64_t buffered = 0;
@@ -704,8 +862,9 @@ void Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
         }
         if (all) {
             res.job_buffered_messages = buffered;
-            return;
+            return p2p_done;
         }
+        if (const Code why = must_end(); why != undecided) return why;
         if (needs_progress_) eng_.poll();
         rest(idle);
     }
@@ -757,6 +916,10 @@ void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
 void Drain::commit(Comm& c) {
     std::atomic_ref<uint64_t> seq(*own(clock_off(c.slot, WEFT_STATE_CLOCK_SEQ)));
     uint32_t spins = 0;
+    // Ends: the drain thread clears drain_active between attempts and when
+    // the drain ends, and every drain ends within its bounds (run_drain:
+    // WEFT_DRAIN_TIMEOUT_MS, or at once when a member fails); a raise above
+    // our seq ends it sooner.
     while (c.slots_known) {
         const uint64_t attempt = eng_.drain_active().load(std::memory_order_acquire);
         if (attempt == 0) break;  // no drain, or a free run between attempts

@@ -32,7 +32,11 @@ public:
     void set_hooks(const weft_drain_hooks_t& h);
 
 private:
-    enum Code : uint64_t { undecided = 0, coll_done = 1, retry = 2, p2p_done = 3, failed = 4 };
+    // Outcomes of an attempt, settled in the decision word. failed: the
+    // drain's deadline passed (WEFT_ERR_TIMEOUT); member_failed: a member
+    // failed or left (WEFT_ERR_PEER_FAILED). stopped is never written
+    // there: this rank is finalizing and leaves the drain alone.
+    enum Code : uint64_t { undecided = 0, coll_done = 1, retry = 2, p2p_done = 3, failed = 4, member_failed = 5, stopped = 6 };
     enum Phase : uint64_t { phase_collective = 1, phase_p2p = 2 };
 
     void run();
@@ -40,7 +44,19 @@ private:
     // One attempt of the collective phase; returns the decision's code.
     Code collective_attempt(uint64_t attempt, weft_drain_result_t& res);
     Code p2p_phase(uint64_t attempt, weft_drain_result_t& res);
-    void quiescent_barrier(uint64_t number, weft_drain_result_t& res);
+    Code quiescent_barrier(uint64_t number, weft_drain_result_t& res);
+    // Why this drain must end now, whatever the others do: a member known
+    // failed here (member_failed; failed_rank_ names it), the drain's
+    // deadline (failed), or finalize (stopped); undecided otherwise.
+    Code must_end();
+    // The first member this rank knows failed (job rank), or UINT32_MAX.
+    uint32_t failed_member() const;
+    // Settles the attempt as `to` unless it is settled already (from: what
+    // the word must hold, see decide()) and returns the settled outcome, or
+    // `to` when the decision word cannot be read (rank 0 failed).
+    Code settle(uint64_t attempt, Code from, Code to);
+    // The outcome of `attempt` if it is final for this phase, else undecided.
+    static Code final_for(uint64_t dec, uint64_t attempt, bool p2p);
     void serve_trigger();
     void send_request(uint64_t number);
 
@@ -62,6 +78,9 @@ private:
     Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect);
     void cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value);
     uint64_t decision();
+    // A member some drain thread saw failed (job rank), written next to the
+    // decision before it settles member_failed; UINT32_MAX when none.
+    uint32_t reported_failure();
     void decide(uint64_t attempt, Code from, Code to);
     uint64_t* own(uint64_t off);
     void publish(uint64_t field, uint64_t v);
@@ -100,6 +119,8 @@ private:
     std::atomic<uint64_t> asked_{0};  // highest drain number asked for here
     uint64_t sent_request_ = 0;
     bool held_ = false;
+    Deadline deadline_{UINT64_MAX};     // of the running drain: WEFT_DRAIN_TIMEOUT_MS from its start
+    uint32_t failed_rank_ = UINT32_MAX; // the member this drain ended for (member_failed)
 
     std::mutex mutex_;  // results, callback
     std::condition_variable done_cv_;

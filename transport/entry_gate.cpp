@@ -84,6 +84,11 @@ ThreadDepth* detail::register_thread() {
 void detail::wait_open(ThreadDepth* t) {
     // We announced ourselves (depth 1) but the door is closed: back out so
     // the closer can proceed, wait, and try again.
+    // Ends: when the gate opens. Only the drain thread keeps it closed for
+    // long (the rest of a drain from its point-to-point phase), and every
+    // drain ends within its bounds (WEFT_DRAIN_TIMEOUT_MS to the quiescent
+    // point, as long again for the barrier after it, at once when a member
+    // fails: docs/drain.md); try_close holds it for one progress call.
     uint32_t spins = 0;
     for (;;) {
         const uint32_t d = t->depth.load(std::memory_order_relaxed);
@@ -128,6 +133,10 @@ void close() {
     heavy_fence();
     me->owner = true;
     uint32_t spins = 0;
+    // Ends: when every thread inside has left. A blocking call steps out
+    // between its polls, a receive blocked inside (blocking mode) counts as
+    // out, and every call ends by WEFT_TIMEOUT_MS; an external stack's
+    // weft_drain_enter/leave brackets promise the same (drain.h).
     while (someone_inside(me)) pause_briefly(spins);
     std::atomic_thread_fence(std::memory_order_acquire);
 }

@@ -73,6 +73,9 @@ void PeerMonitor::run() {
     std::vector<pollfd> fds;
     fds.push_back({stop_fd_, POLLIN, 0});
     for (int fd : pidfds_) fds.push_back({fd, POLLIN, 0});
+    // Ends: stop() makes stop_fd_ (fds[0]) readable; a failed poll ends
+    // the thread too. poll has no timeout on purpose: this thread has
+    // nothing else to do, and stop() wakes it.
     for (;;) {
         int r = poll(fds.data(), fds.size(), -1);
         if (r < 0) {

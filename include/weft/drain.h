@@ -20,7 +20,9 @@
  * Environment: WEFT_DRAIN_ATTEMPT_MS (5000: an attempt that has not
  * converged by then is abandoned), WEFT_DRAIN_FREE_RUN_MS (100: the job
  * runs freely between attempts), WEFT_DRAIN_TIMEOUT_MS (60000: a drain
- * that cannot finish its point-to-point phase gives up and resumes),
+ * that has not reached its quiescent point by then gives up, status
+ * WEFT_ERR_TIMEOUT, and the job resumes; the wait for every rank's callback
+ * at the quiescent point has as long again),
  * WEFT_DRAIN_IDLE_US (1000: how often an idle drain thread looks for a
  * request), WEFT_DRAIN_MODE (polling: threads never block inside weft, a
  * blocking call steps out between polls; blocking: a blocking receive waits
@@ -53,6 +55,9 @@ typedef struct weft_drain_result {
     uint64_t job_buffered_messages; /* the sum over all ranks */
     uint64_t dummies;           /* blocking mode: blocked receives released here (they receive again after) */
     int deadlock;               /* blocking mode: every rank was blocked in a receive with nothing in transit */
+    uint32_t failed_rank;       /* status WEFT_ERR_PEER_FAILED: a member that failed (or left), as a job
+                                   rank; UINT32_MAX otherwise. Fills what was the struct's tail
+                                   padding: its size and every other offset are unchanged. */
 } weft_drain_result_t;
 
 /* Runs on the drain thread at the quiescent point, before the job resumes;
@@ -66,8 +71,16 @@ typedef void (*weft_drain_quiescent_fn)(void *arg, const weft_drain_result_t *re
 weft_status_t weft_drain_request(weft_context_t ctx, uint64_t *drain_number);
 /* Waits until drain `drain_number` has finished on this rank (the job has
  * resumed) and returns its result; WEFT_ERR_TIMEOUT after timeout_ms
- * (0: wait as long as it takes). Must not be called with any weft call of
- * this thread still in progress. */
+ * (0: wait as long as it takes: a drain that has started ends within its
+ * bounds, WEFT_DRAIN_TIMEOUT_MS). Must not be called with any weft call of
+ * this thread still in progress.
+ * The drain's own status is returned and in result->status: WEFT_OK at a
+ * quiescent point; WEFT_ERR_PEER_FAILED when a member failed or left before
+ * it (result->failed_rank names one; the drain ends as soon as this rank
+ * or another knows, and every later drain of the job ends so at once);
+ * WEFT_ERR_TIMEOUT when WEFT_DRAIN_TIMEOUT_MS passed. After a failed drain
+ * the job goes on as after any drain (messages the drain buffered are
+ * received as usual). docs/drain.md lists every case. */
 weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_t timeout_ms,
                               weft_drain_result_t *result);
 /* Request and wait. */

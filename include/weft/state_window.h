@@ -71,7 +71,9 @@ enum weft_state_offset {
     WEFT_STATE_CLOCK_RECEIVED = 32,
     WEFT_STATE_CLOCK_CONTEXT = 40,
     /* REMOTE-ATOMIC, used on rank 0 only: the outcome of the current drain
-     * attempt, (attempt << 4) | code, settled by compare-swap (drain.cpp). */
+     * attempt, (attempt << 4) | code, settled by compare-swap (drain.cpp).
+     * The word after it (+8, PUT) holds a failed member's rank + 1, written
+     * before a drain is settled as ended by that member's failure. */
     WEFT_STATE_DRAIN_DECISION_OFF = WEFT_STATE_CLOCKS_OFF + WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE,
     /* OWNER-STORE line: where this rank's drain is, read by every drainer:
      *   +0  (attempt << 4) | phase it obeys (1 collective, 2 point-to-point)

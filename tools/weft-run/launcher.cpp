@@ -358,6 +358,8 @@ void Launcher::close_conn(size_t ci) {
 }
 
 void Launcher::on_accept() {
+    // Ends: the socket is non-blocking; accept4 fails (EAGAIN) once every
+    // pending connection is taken.
     for (;;) {
         int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
@@ -419,6 +421,8 @@ void Launcher::process_frame(size_t ci, const wire::Header& h, std::span<const u
 
 void Launcher::on_readable(size_t ci) {
     uint8_t buf[65536];
+    // Ends: the socket is non-blocking (EAGAIN once what has arrived is
+    // read), at its close, or, before hello, at one frame's worth of room.
     for (;;) {
         ssize_t n = recv(conns_[ci].fd, buf, sizeof buf, 0);
         if (n == 0) {
@@ -434,6 +438,8 @@ void Launcher::on_readable(size_t ci) {
         // A connection that has not said hello gets one frame's worth of room.
         if (conns_[ci].proc < 0 && conns_[ci].in.size() > wire::header_size + 256) break;
     }
+    // Ends: each pass takes one whole frame out of what was read above, and
+    // returns when less than a frame is left (or the connection closed).
     for (;;) {
         Conn& c = conns_[ci];
         if (c.fd < 0 || c.in.size() < wire::header_size) return;
@@ -470,6 +476,7 @@ uint32_t Launcher::alive_count() const {
 }
 
 void Launcher::reap() {
+    // Ends: waitpid(WNOHANG) returns 0 once no exited child is left to reap.
     for (;;) {
         int status = 0;
         pid_t pid = waitpid(-1, &status, WNOHANG);

@@ -54,6 +54,9 @@ RingConsumer::RingConsumer(void* ring, uint64_t capacity)
 }
 
 bool RingConsumer::poll(std::vector<uint8_t>& scratch, Record& out) {
+    // Ends: each pass returns (the ring is empty, a record, or corruption
+    // dropped) except one that skips a pad record to the ring's end, which
+    // a producer writes at most once a lap.
     for (;;) {
         const uint64_t head = ctl_->head.load(std::memory_order_acquire);
         if (head == tail_) return false;

@@ -711,6 +711,10 @@ uint32_t VerbsBackend::dispatch() {
 // ----------------------------------------------------------- completions
 uint32_t VerbsBackend::poll() {
     uint32_t n = 0;
+    // Ends: when ibv_poll_cq finds the CQ empty. Every completion is one of
+    // our posted work requests (send-queue depth, posted receives); a peer
+    // extends the pass only by sending within the credits it holds, and
+    // credits go back by service(), after the loop.
     for (;;) {
         if (wc_pos_ == wc_count_) {
             // User-space CQ read: no system call on the way.
