@@ -171,17 +171,26 @@ Status Runtime::create_state_window() {
 
 Status Runtime::finalize() {
     if (!initialized_) return WEFT_ERR_NOT_INITIALIZED;
+    // Everything this rank still has to say goes out before the barrier,
+    // while every live peer of the job is sure to be there: after it, peers
+    // exit whenever they like, and a flush or send to one that has gone
+    // fails (over UCX+tcp "Connection reset by remote peer").
+    // Tell every live peer we are leaving, so our exit is not taken for a
+    // failure (the pidfd monitor and the transport cannot tell them apart),
+    // and complete it at the peers together with our puts.
+    const uint8_t bye = 1;
+    std::vector<uint32_t> live;
+    for (uint32_t p = 0; p < peers_.size(); ++p)
+        if (p != rank_ && !peer_failed(p)) live.push_back(p);
+    backend_->depart(live, am_departing, &bye, sizeof bye, op_deadline());
+    if (state_window_) backend_->flush(*state_window_, WEFT_RANK_ALL);
     // Peers may still be reading our windows: meet them once, but never wait
     // for a dead one (the launcher fails the exchange when a member died).
+    // We keep progressing while we wait (their emulated reads need us).
     Status st = bootstrap_->barrier(op_deadline());
     if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
     bootstrap_->set_progress(nullptr);
-    // Tell every live peer we are leaving, so our exit is not taken for a
-    // failure (the pidfd monitor and the transport cannot tell them apart).
-    const uint8_t bye = 1;
-    for (uint32_t p = 0; p < peers_.size(); ++p)
-        if (p != rank_ && !peer_failed(p)) backend_->am_send(p, am_departing, &bye, 1);
-    if (state_window_) backend_->flush(*state_window_, WEFT_RANK_ALL);
+    report_held_at_finalize();
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
         .store(1, std::memory_order_release);
     monitor_.stop();
