@@ -375,6 +375,15 @@ Status UcxBackend::init() {
         st = create_ep(worker_, all[u].data(), peer_err_mode_, on_ep_error, &e, e.ep);
         if (st != WEFT_OK) return WEFT_FAIL(st, "no ucx endpoint to peer %u", p);
     }
+    // Wire up the endpoints to this job's ranks before init's barrier (see
+    // wire_up): they are all in this init, progressing while they wait here
+    // or in the bootstrap. Other jobs' endpoints stay lazy: a job's ranks
+    // need not progress for another job's start-up once their own is done.
+    std::vector<ucp_ep_h> job_eps(rt_.size(), nullptr);
+    for (uint32_t p = 0; p < rt_.size(); ++p)
+        if (p != rt_.rank()) job_eps[p] = eps_[p].ep;
+    st = wire_up(worker_, job_eps, rt_.op_deadline(), "ucx");
+    if (st != WEFT_OK) return st;
     WEFT_LOG(debug, "ucx: %u endpoints, peer error handling %s", n, peer_err_mode_ ? "on" : "off (shm possible)");
     return WEFT_OK;
 }
