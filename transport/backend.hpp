@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace weft {
@@ -88,6 +89,21 @@ public:
 
     virtual size_t am_eager_limit() const = 0;
     virtual Status am_send(uint32_t peer, uint32_t id, const void* payload, size_t len) = 0;
+
+    // Finalize, before its last barrier (every live peer of the job is still
+    // there): sends active message `id` to each of `peers` (those not known
+    // failed), and returns once what this process sent to them (messages,
+    // puts) has completed at the peers or `d` passed. After the barrier peers exit as
+    // they like, so nothing may be left in flight then. A peer that cannot
+    // be reached here is not an error of finalize (another job's ranks
+    // finalize on their own schedule; a failure is reported by the failure
+    // path): backends log it at debug.
+    // The default sends with am_send (shm: into the peer's ring; verbs: an
+    // RC send, complete once the peer's NIC acknowledged it).
+    virtual void depart(std::span<const uint32_t> peers, uint32_t id, const void* payload, size_t len, Deadline d) {
+        (void)d;
+        for (uint32_t p : peers) am_send(p, id, payload, len);
+    }
 
     // Delivers arrived messages (through Runtime::deliver_am); never blocks.
     // Reentrant: a handler it runs may call back into the backend.

@@ -3,8 +3,10 @@
 
 #include <weft/state_window.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -37,6 +39,7 @@ bool Runtime::all_same_host() const {
 Status Runtime::init(const std::function<Status()>& before_ready) {
     fault::init_from_env();
     timeout_ns_ = timeout_ns_from_env();
+    hold_limit_ = env_u64("WEFT_AM_HOLD_BYTES", hold_limit_);
     // Let peers of the same user attach to our memory (cross-memory attach,
     // pidfd_getfd) even where Yama restricts ptrace to descendants.
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
@@ -168,17 +171,26 @@ Status Runtime::create_state_window() {
 
 Status Runtime::finalize() {
     if (!initialized_) return WEFT_ERR_NOT_INITIALIZED;
+    // Everything this rank still has to say goes out before the barrier,
+    // while every live peer of the job is sure to be there: after it, peers
+    // exit whenever they like, and a flush or send to one that has gone
+    // fails (over UCX+tcp "Connection reset by remote peer").
+    // Tell every live peer we are leaving, so our exit is not taken for a
+    // failure (the pidfd monitor and the transport cannot tell them apart),
+    // and complete it at the peers together with our puts.
+    const uint8_t bye = 1;
+    std::vector<uint32_t> live;
+    for (uint32_t p = 0; p < peers_.size(); ++p)
+        if (p != rank_ && !peer_failed(p)) live.push_back(p);
+    backend_->depart(live, am_departing, &bye, sizeof bye, op_deadline());
+    if (state_window_) backend_->flush(*state_window_, WEFT_RANK_ALL);
     // Peers may still be reading our windows: meet them once, but never wait
     // for a dead one (the launcher fails the exchange when a member died).
+    // We keep progressing while we wait (their emulated reads need us).
     Status st = bootstrap_->barrier(op_deadline());
     if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
     bootstrap_->set_progress(nullptr);
-    // Tell every live peer we are leaving, so our exit is not taken for a
-    // failure (the pidfd monitor and the transport cannot tell them apart).
-    const uint8_t bye = 1;
-    for (uint32_t p = 0; p < peers_.size(); ++p)
-        if (p != rank_ && !peer_failed(p)) backend_->am_send(p, am_departing, &bye, 1);
-    if (state_window_) backend_->flush(*state_window_, WEFT_RANK_ALL);
+    report_held_at_finalize();
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
         .store(1, std::memory_order_release);
     monitor_.stop();
@@ -254,13 +266,104 @@ Status Runtime::am_register(uint32_t id, weft_am_handler_t h, void* arg) {
     if (h && handlers_[id].fn)
         return WEFT_FAIL(WEFT_ERR_BUSY, "active-message id %u already has a handler", id);
     handlers_[id] = Handler{h, arg};
+    if (h) {
+        if (held_dropped_[id] != 0) {
+            WEFT_LOG(error,
+                     "active-message id %u: %llu message(s) arrived before this handler and were dropped: the "
+                     "hold for early messages (WEFT_AM_HOLD_BYTES=%llu) was full",
+                     id, static_cast<unsigned long long>(held_dropped_[id]),
+                     static_cast<unsigned long long>(hold_limit_));
+            held_dropped_[id] = 0;
+        }
+        // Delivered by the next progress(), as every handler runs (weft.h):
+        // never from inside the registration call.
+        if (held_per_id_[id] != 0) held_ready_ = true;
+    }
     return WEFT_OK;
 }
 
 Status Runtime::am_register_internal(uint32_t id, weft_am_handler_t h, void* arg) {
     WEFT_ASSERT(id >= am_internal_first && id < am_internal_first + am_internal_count);
     handlers_[id] = Handler{h, arg};
+    if (h && held_per_id_[id] != 0) held_ready_ = true;
     return WEFT_OK;
+}
+
+void Runtime::hold_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len) {
+    // A sender cannot know when the receiver registers (two jobs of one
+    // launch share no barrier, and even one job's init barrier precedes the
+    // application's registrations), so an early message is kept, not lost.
+    const uint64_t cost = len + held_record_bytes;
+    if (held_bytes_ + cost > hold_limit_) {
+        if (held_dropped_[id]++ == 0)
+            WEFT_LOG(error,
+                     "dropped active message id %u (%zu bytes) from peer %u: no handler is registered and the hold "
+                     "for early messages is full (%llu of WEFT_AM_HOLD_BYTES=%llu bytes); later drops for this id "
+                     "are counted and reported when its handler is registered",
+                     id, len, source_peer, static_cast<unsigned long long>(held_bytes_),
+                     static_cast<unsigned long long>(hold_limit_));
+        return;
+    }
+    const auto* p = static_cast<const uint8_t*>(payload);
+    held_.push_back(HeldAm{source_peer, id, std::vector<uint8_t>(p, p + len)});
+    held_bytes_ += cost;
+    if (held_per_id_[id]++ == 0)
+        WEFT_LOG(debug, "active message id %u from peer %u arrived before its handler: held", id, source_peer);
+    // A handler for the id may exist already (messages queued behind older
+    // held ones): let the next progress() deliver.
+    if (handlers_[id].fn) held_ready_ = true;
+}
+
+uint32_t Runtime::deliver_held() {
+    // A handler may progress (a send into a full ring), which comes back
+    // here: the outer pass delivers whatever arrives meanwhile (it appends).
+    if (delivering_held_) return 0;
+    delivering_held_ = true;
+    held_ready_ = false;
+    uint32_t n = 0;
+    for (size_t i = 0; i < held_.size();) {
+        if (!handlers_[held_[i].id].fn) {
+            ++i;
+            continue;
+        }
+        HeldAm m = std::move(held_[i]);
+        held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+        --held_per_id_[m.id];
+        held_bytes_ -= m.payload.size() + held_record_bytes;
+        if (fenced_[m.source]) {
+            // As for a message still queued in a backend when the fence
+            // came (deliver_am): a fenced peer is dead to this job.
+            ++fenced_drops_;
+            WEFT_LOG(debug, "held active message id %u from peer %u dropped: the peer was fenced", m.id, m.source);
+            continue;
+        }
+        const Handler& h = handlers_[m.id];
+        h.fn(h.arg, m.source, m.payload.data(), m.payload.size());
+        ++n;
+    }
+    delivering_held_ = false;
+    return n;
+}
+
+void Runtime::report_held_at_finalize() {
+    if (!held_.empty()) {
+        const HeldAm& first = held_.front();
+        WEFT_LOG(error,
+                 "finalize: %zu active message(s) (%llu bytes) never delivered: no handler was registered for their "
+                 "id (the first: id %u from peer %u)",
+                 held_.size(), static_cast<unsigned long long>(held_bytes_), first.id, first.source);
+    }
+    for (uint32_t id = 0; id < am_id_count; ++id)
+        if (held_dropped_[id] != 0)
+            WEFT_LOG(error, "finalize: %llu active message(s) for id %u were dropped: the hold for early messages "
+                     "(WEFT_AM_HOLD_BYTES=%llu) was full and no handler was ever registered",
+                     static_cast<unsigned long long>(held_dropped_[id]), id,
+                     static_cast<unsigned long long>(hold_limit_));
+    held_.clear();
+    held_bytes_ = 0;
+    std::fill(std::begin(held_per_id_), std::end(held_per_id_), 0u);
+    std::fill(std::begin(held_dropped_), std::end(held_dropped_), 0ull);
+    held_ready_ = false;
 }
 
 void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len) {
@@ -275,17 +378,25 @@ void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload,
             WEFT_LOG(info, "dropping active messages from peer %u: it was declared failed (fenced)", source_peer);
         return;
     }
-    if (id >= am_internal_first + am_internal_count || !handlers_[id].fn) {
+    if (__builtin_expect(id >= am_id_count, 0)) {
         // Never lose a message silently: say who sent what.
-        WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no handler", id, len,
+        WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no such id", id, len,
                  source_peer);
+        return;
+    }
+    // No handler yet, or older messages for this id still held: keep it,
+    // in order (see am_register).
+    if (__builtin_expect(!handlers_[id].fn || held_per_id_[id] != 0, 0)) {
+        hold_am(source_peer, id, payload, len);
         return;
     }
     handlers_[id].fn(handlers_[id].arg, source_peer, payload, len);
 }
 
 uint32_t Runtime::progress() {
-    uint32_t n = backend_->progress();
+    // Early messages whose handler has come go before anything new.
+    uint32_t n = __builtin_expect(held_ready_, 0) ? deliver_held() : 0;
+    n += backend_->progress();
     if (__builtin_expect(failures_declared_.load(std::memory_order_relaxed) != failures_dispatched_, 0))
         n += dispatch_failures();
     // The hook may send, and a send may progress (a full ring): never nest.

@@ -12,6 +12,7 @@
 #include "transport/peer_monitor.hpp"
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -117,6 +118,12 @@ public:
     std::mutex& api_mutex() { return api_mutex_; }
 
     // ----------------------------------------------------- active messages
+    // A message for an id without a handler is held (copied, in arrival
+    // order) until a handler for that id is registered, then delivered
+    // from the next progress() before any later message for that id. The
+    // hold is bounded by WEFT_AM_HOLD_BYTES (payload plus a small record
+    // per message); past it a message is dropped with an error naming it.
+    // Messages still held at finalize are reported as errors.
     Status am_register(uint32_t id, weft_am_handler_t h, void* arg);
     // Ids for weft's own layers, past the user's range.
     static constexpr uint32_t am_internal_first = WEFT_AM_MAX_HANDLERS + 1;
@@ -124,6 +131,8 @@ public:
     Status am_register_internal(uint32_t id, weft_am_handler_t h, void* arg);
     // Called by backends for every arrived message, in arrival order.
     void deliver_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len);
+    // Bytes held for ids without a handler (tests, weft-info).
+    uint64_t am_held_bytes() const { return held_bytes_; }
 
     // Progress: backend arrivals, then failure notices.
     uint32_t progress();
@@ -142,6 +151,9 @@ private:
     Status create_state_window();
     uint32_t dispatch_failures();
     bool departed(uint32_t p) const;
+    [[gnu::cold]] void hold_am(uint32_t source_peer, uint32_t id, const void* payload, size_t len);
+    [[gnu::cold]] uint32_t deliver_held();
+    void report_held_at_finalize();
 
     std::unique_ptr<Bootstrap> bootstrap_;
     std::unique_ptr<Backend> backend_;
@@ -169,7 +181,23 @@ private:
         weft_am_handler_t fn = nullptr;
         void* arg = nullptr;
     };
-    Handler handlers_[WEFT_AM_MAX_HANDLERS + 1 + am_internal_count];
+    static constexpr uint32_t am_id_count = WEFT_AM_MAX_HANDLERS + 1 + am_internal_count;
+    Handler handlers_[am_id_count];
+    // Early messages (see am_register). held_per_id_ makes a message that
+    // arrives while older ones for its id are held queue behind them.
+    struct HeldAm {
+        uint32_t source;
+        uint32_t id;
+        std::vector<uint8_t> payload;
+    };
+    static constexpr uint64_t held_record_bytes = sizeof(HeldAm);
+    std::deque<HeldAm> held_;
+    uint32_t held_per_id_[am_id_count] = {};
+    uint64_t held_dropped_[am_id_count] = {};  // past the bound, since the id's last registration
+    uint64_t held_bytes_ = 0;
+    uint64_t hold_limit_ = 64ull << 20;  // WEFT_AM_HOLD_BYTES
+    bool held_ready_ = false;            // a handler came for an id with held messages
+    bool delivering_held_ = false;       // deliver_held is on the stack (handlers may progress)
     ProgressHook progress_hook_ = nullptr;
     void* progress_hook_arg_ = nullptr;
     bool in_progress_hook_ = false;

@@ -185,6 +185,20 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank);
 typedef void (*weft_am_handler_t)(void *arg, uint32_t source_peer,
                                   const void *payload, size_t len);
 
+/* Installs the handler for id (handler NULL removes it; a second handler for
+ * a taken id is WEFT_ERR_BUSY). Registration is local: a peer cannot know
+ * when it happened (two jobs of one launch share no barrier, and weft_init's
+ * barrier comes before any registration), so a message that arrives for an
+ * id without a handler is held, not dropped: in arrival order, until a
+ * handler for the id is registered, and then delivered by the next
+ * weft_progress/weft_wait (never from inside this call), before any later
+ * message for that id. The hold is bounded by WEFT_AM_HOLD_BYTES (default
+ * 64 MiB, counting each message's payload and a 32-byte record);
+ * past it a message is dropped and an error is logged naming the id, the
+ * sender and the bound (and again, with the count, when the id's handler
+ * is registered). Messages still held at weft_finalize are reported as
+ * errors. A fenced (failed) sender's held messages are dropped, like its
+ * new ones. */
 weft_status_t weft_am_register(weft_context_t ctx, uint32_t id,
                                weft_am_handler_t handler, void *arg);
 

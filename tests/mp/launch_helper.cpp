@@ -12,6 +12,16 @@
 //   depart             rank 0 makes one bootstrap barrier more than the others
 //                      (its finalize's), which fails because they finalized
 //                      and exited 0: a departure, not a death (exit 0)
+//   early              two jobs: each rank sends the same rank of the other
+//                      job active messages (eager and one rendezvous) for an
+//                      id it has not registered yet, then a marker; once the
+//                      marker came it registers the id: every message must
+//                      arrive, in order (held by weft meanwhile). With
+//                      MP_EARLY_EXPECT_DROPS=1 (and a small WEFT_AM_HOLD_BYTES)
+//                      the hold overflows: a strict prefix must arrive.
+//   coll               init, three barriers and an allreduce on the world
+//                      communicator, finalize (a clean job: it logs nothing)
+#include <weft/comm.h>
 #include <weft/weft.h>
 
 #include "transport/bootstrap/wire.hpp"
@@ -21,6 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -68,6 +79,86 @@ bool refused(const std::vector<uint8_t>& frame) {
 }
 
 volatile sig_atomic_t got_usr1 = 0;
+
+// Progresses until done() or 60 s (weft-run's --timeout bounds the job too).
+template <typename F>
+bool wait_for(F done) {
+    for (int i = 0; i < 60000 && !done(); ++i) weft_wait(ctx, 1000000);
+    return done();
+}
+
+// Mode "early": see the file comment.
+int early() {
+    init();
+    uint32_t job = 0, other = 0;
+    CHECK(weft_job_id(ctx, &job));
+    CHECK(weft_peer_lookup(ctx, 1 - job, rank_, &other));
+    const char* drops = std::getenv("MP_EARLY_EXPECT_DROPS");
+    const bool expect_drops = drops && std::string(drops) == "1";
+    constexpr uint32_t count = 64, big = count / 2;
+    constexpr size_t big_len = 256 << 10;  // past every backend's eager limit: rendezvous
+    static uint32_t marker = 0, acks = 0, next = 0, bad = 0;
+    CHECK(weft_am_register(ctx, 8, [](void*, uint32_t, const void*, size_t) { ++marker; }, nullptr));
+    CHECK(weft_am_register(ctx, 9, [](void*, uint32_t, const void*, size_t) { ++acks; }, nullptr));
+    std::vector<uint8_t> buf(big_len);
+    for (uint32_t i = 0; i < count; ++i) {
+        const size_t len = i == big ? big_len : 200;
+        for (size_t b = 0; b < len; ++b) buf[b] = static_cast<uint8_t>(i + b);
+        std::memcpy(buf.data(), &i, 4);
+        CHECK(weft_am_send(ctx, other, 7, buf.data(), len));
+    }
+    CHECK(weft_am_send(ctx, other, 8, &job, 4));
+    // The marker follows the other side's id-7 messages from the same
+    // sender: once it is here, they all arrived, before any handler for 7.
+    if (!wait_for([] { return marker != 0; })) {
+        std::fprintf(stderr, "launch_helper early: no marker from the other job within 60 s\n");
+        return 50;
+    }
+    CHECK(weft_am_register(ctx, 7, [](void*, uint32_t, const void* p, size_t len) {
+        uint32_t seq = 0;
+        std::memcpy(&seq, p, 4);
+        bool ok = seq == next && len == (seq == big ? big_len : 200);
+        for (size_t b = 4; ok && b < len; ++b) ok = static_cast<const uint8_t*>(p)[b] == static_cast<uint8_t>(seq + b);
+        if (!ok) ++bad;
+        ++next;
+    }, nullptr));
+    // Held messages are delivered by the next progress, all of them.
+    CHECK(weft_progress(ctx, nullptr));
+    if (bad != 0) {
+        std::fprintf(stderr, "launch_helper early: %u of %u held messages out of order or corrupted\n", bad, next);
+        return 51;
+    }
+    if (expect_drops ? (next == 0 || next >= count) : next != count) {
+        std::fprintf(stderr, "launch_helper early: %u of %u early messages delivered (%s)\n", next, count,
+                     expect_drops ? "want a strict prefix: the hold should have overflowed" : "some were lost");
+        return 52;
+    }
+    // Neither side finalizes before the other has what it sent.
+    CHECK(weft_am_send(ctx, other, 9, &job, 4));
+    if (!wait_for([] { return acks != 0; })) {
+        std::fprintf(stderr, "launch_helper early: no acknowledgement from the other job within 60 s\n");
+        return 53;
+    }
+    std::printf("job %u rank %u: %u early messages delivered in order\n", job, rank_, next);
+    CHECK(weft_finalize(ctx));
+    return 0;
+}
+
+int coll() {
+    init();
+    weft_comm_t world = nullptr;
+    CHECK(weft_comm_world(ctx, &world));
+    for (int i = 0; i < 3; ++i) CHECK(weft_barrier(world));
+    const uint64_t mine = rank_ + 1;
+    uint64_t sum = 0;
+    CHECK(weft_allreduce(world, &mine, &sum, 1, WEFT_UINT64, WEFT_OP_SUM));
+    if (sum != uint64_t(size_) * (size_ + 1) / 2) {
+        std::fprintf(stderr, "launch_helper coll: allreduce gave %llu\n", static_cast<unsigned long long>(sum));
+        return 60;
+    }
+    CHECK(weft_finalize(ctx));
+    return 0;
+}
 
 }  // namespace
 
@@ -136,9 +227,9 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "launch_helper: universe %u, want %u\n", universe, 2 * size_);
             return 30;
         }
-        // The other job registers its handler after its own weft_init, so
-        // an early message may find no handler (weft drops it and logs).
-        // Resend until acknowledged; acknowledge every arrival.
+        // The other job registers its handler after its own weft_init; an
+        // early message is held until then (mode "early" tests that). Resend
+        // until acknowledged anyway; acknowledge every arrival.
         static int got = 0, acked = 0;
         static uint32_t from_job = 99;
         CHECK(weft_am_register(ctx, 1, [](void* c, uint32_t src, const void* p, size_t) {
@@ -169,6 +260,8 @@ int main(int argc, char** argv) {
         CHECK(weft_finalize(ctx));
         return 0;
     }
+    if (mode == "early") return early();
+    if (mode == "coll") return coll();
     if (mode == "signal") {
         signal(SIGUSR1, [](int) { got_usr1 = 1; });
         init();

@@ -170,6 +170,7 @@ public:
     Status flush(weft_window& w, uint32_t rank) override;
     size_t am_eager_limit() const override { return eager_limit; }
     Status am_send(uint32_t peer, uint32_t id, const void* payload, size_t len) override;
+    void depart(std::span<const uint32_t> peers, uint32_t id, const void* payload, size_t len, Deadline d) override;
     uint32_t progress() override;
     void wait_for_event(uint64_t timeout_ns) override;
     void wake() override { ucp_worker_signal(worker_); }
@@ -262,6 +263,11 @@ private:
     uint32_t unstarted_rndv_ = 0;
     std::vector<std::vector<uint8_t>> spare_;  // recycled eager buffers
     std::vector<ucs_status_ptr_t> flush_reqs_;
+    // depart(): its message's header and payload, which UCX may read until
+    // its requests complete (they are abandoned at the deadline), so they
+    // live as long as the backend.
+    AmHeader depart_header_{};
+    std::vector<uint8_t> depart_payload_;
     std::unique_ptr<UcxObserver> observer_;  // the failure detector's worker
 };
 
@@ -369,6 +375,15 @@ Status UcxBackend::init() {
         st = create_ep(worker_, all[u].data(), peer_err_mode_, on_ep_error, &e, e.ep);
         if (st != WEFT_OK) return WEFT_FAIL(st, "no ucx endpoint to peer %u", p);
     }
+    // Wire up the endpoints to this job's ranks before init's barrier (see
+    // wire_up): they are all in this init, progressing while they wait here
+    // or in the bootstrap. Other jobs' endpoints stay lazy: a job's ranks
+    // need not progress for another job's start-up once their own is done.
+    std::vector<ucp_ep_h> job_eps(rt_.size(), nullptr);
+    for (uint32_t p = 0; p < rt_.size(); ++p)
+        if (p != rt_.rank()) job_eps[p] = eps_[p].ep;
+    st = wire_up(worker_, job_eps, rt_.op_deadline(), "ucx");
+    if (st != WEFT_OK) return st;
     WEFT_LOG(debug, "ucx: %u endpoints, peer error handling %s", n, peer_err_mode_ ? "on" : "off (shm possible)");
     return WEFT_OK;
 }
@@ -385,7 +400,11 @@ UcxBackend::~UcxBackend() {
     }
     closing_ = true;
     if (worker_) {
-        // finalize's barrier already met every live peer: force-close.
+        // finalize completed everything we sent before its barrier
+        // (depart), and after the barrier peers exit as they like: a flush
+        // or a flushing close could meet a gone peer ("Connection reset by
+        // remote peer"). A force-close completes locally whatever the peer
+        // did; the errors it raises on endpoints are our own (closing_).
         for (auto& e : eps_) force_close(e);
         if (const size_t left = finish_ep_closes(worker_, killed_, rt_.op_deadline()))
             WEFT_LOG(warn, "ucx: %zu endpoints did not close before the deadline", left);
@@ -711,6 +730,65 @@ Status UcxBackend::am_send(uint32_t peer, uint32_t id, const void* payload, size
     // Returns when payload may be reused: for rendezvous, once the
     // receiver has pulled it.
     return complete(r, peer, "am_send");
+}
+
+void UcxBackend::depart(std::span<const uint32_t> peers, uint32_t id, const void* payload, size_t len, Deadline d) {
+    // Every goodbye and every endpoint flush is started at once, then all
+    // are waited for: a flush completes what the endpoint carried before it
+    // (the goodbye, puts, wire-up) at the peer. Errors are expected from a
+    // peer of another job that finalized and left: debug only; a failure of
+    // our own job's peer is declared by the endpoint's error callback.
+    depart_header_ = AmHeader{id, rt_.self_universe()};
+    const auto* p = static_cast<const uint8_t*>(payload);
+    depart_payload_.assign(p, p + len);
+    struct Pending {
+        uint32_t peer;
+        const char* what;
+        ucs_status_ptr_t req;
+    };
+    std::vector<Pending> pending;
+    auto start = [&](uint32_t peer, const char* what, ucs_status_ptr_t r) {
+        if (UCS_PTR_IS_ERR(r)) {
+            WEFT_LOG(debug, "ucx finalize: %s to peer %u: %s", what, peer, ucs_status_string(UCS_PTR_STATUS(r)));
+            return;
+        }
+        if (r) pending.push_back(Pending{peer, what, r});
+    };
+    for (uint32_t peer : peers) {
+        Endpoint& e = eps_[peer];
+        if (e.dead || !e.ep) continue;
+        ucp_request_param_t prm;
+        prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        prm.flags = UCP_AM_SEND_FLAG_EAGER;
+        start(peer, "goodbye", ucp_am_send_nbx(e.ep, weft_am_id, &depart_header_, sizeof depart_header_,
+                                               depart_payload_.data(), depart_payload_.size(), &prm));
+        prm.op_attr_mask = 0;
+        start(peer, "flush", ucp_ep_flush_nbx(e.ep, &prm));
+        e.dirty = false;  // the flush covers every put so far
+    }
+    Backoff backoff;
+    while (!pending.empty()) {
+        const unsigned events = ucp_worker_progress(worker_);
+        if (unstarted_rndv_) start_rndv();  // a peer's rendezvous to us may be what it waits on
+        std::erase_if(pending, [&](const Pending& q) {
+            const ucs_status_t s = ucp_request_check_status(q.req);
+            if (s == UCS_INPROGRESS) return false;
+            if (s != UCS_OK)
+                WEFT_LOG(debug, "ucx finalize: %s to peer %u: %s", q.what, q.peer, ucs_status_string(s));
+            ucp_request_free(q.req);
+            return true;
+        });
+        if (pending.empty()) break;
+        if (d.passed()) {
+            // A live peer that does not progress (stopped): its endpoint is
+            // closed with the others after the barrier.
+            WEFT_LOG(warn, "ucx finalize: %zu goodbye(s)/flush(es) not complete by the deadline (first: %s to peer %u)",
+                     pending.size(), pending.front().what, pending.front().peer);
+            for (const Pending& q : pending) ucp_request_free(q.req);  // UCX finishes them; their buffers are ours
+            break;
+        }
+        if (events == 0) backoff.pause();
+    }
 }
 
 ucs_status_t UcxBackend::on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,

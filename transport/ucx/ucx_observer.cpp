@@ -26,6 +26,54 @@ size_t finish_ep_closes(ucp_worker_h worker, std::vector<ucs_status_ptr_t>& clos
     return left;
 }
 
+Status wire_up(ucp_worker_h worker, const std::vector<ucp_ep_h>& eps, Deadline d, const char* who) {
+    std::vector<ucs_status_ptr_t> reqs(eps.size(), nullptr);
+    Status result = WEFT_OK;
+    for (size_t i = 0; i < eps.size(); ++i) {
+        if (!eps[i]) continue;
+        ucp_request_param_t prm;
+        prm.op_attr_mask = 0;
+        const ucs_status_ptr_t r = ucp_ep_flush_nbx(eps[i], &prm);
+        if (UCS_PTR_IS_ERR(r)) {
+            if (result == WEFT_OK)
+                result = WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: wire-up of the endpoint to peer %zu: %s", who, i,
+                                   ucs_status_string(UCS_PTR_STATUS(r)));
+            continue;
+        }
+        reqs[i] = r;
+    }
+    Backoff backoff;
+    for (;;) {
+        const unsigned events = ucp_worker_progress(worker);
+        size_t left = 0;
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            if (!reqs[i]) continue;
+            const ucs_status_t s = ucp_request_check_status(reqs[i]);
+            if (s == UCS_INPROGRESS) {
+                ++left;
+                continue;
+            }
+            ucp_request_free(reqs[i]);
+            reqs[i] = nullptr;
+            if (s != UCS_OK && result == WEFT_OK)
+                result = WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: wire-up of the endpoint to peer %zu: %s", who, i,
+                                   ucs_status_string(s));
+        }
+        if (left == 0) return result;
+        if (d.passed()) {
+            for (size_t i = 0; i < reqs.size(); ++i) {
+                if (!reqs[i]) continue;
+                if (result == WEFT_OK)
+                    result = WEFT_FAIL(WEFT_ERR_TIMEOUT, "%s: the endpoint to peer %zu was not wired up by the deadline "
+                                       "(%zu endpoints left; is the peer progressing?)", who, i, left);
+                ucp_request_free(reqs[i]);  // UCX finishes it; nothing of ours is in it
+            }
+            return result;
+        }
+        if (events == 0) backoff.pause();
+    }
+}
+
 void force_close_ep(ucp_ep_h& ep, std::vector<ucs_status_ptr_t>& closing) {
     if (!ep) return;
     ucp_request_param_t prm;
@@ -104,6 +152,13 @@ Status UcxObserver::bind(const weft_window& sw, const std::vector<std::vector<ui
                              ucs_status_string(s));
     }
     addresses_ = {};
+    // Every peer binds in its init too (before the job's init barrier), and
+    // progresses its detector worker while it waits here: see wire_up.
+    std::vector<ucp_ep_h> eps(npeers_, nullptr);
+    for (uint32_t r = 0; r < npeers_; ++r) eps[r] = peers_[r].ep;
+    // Not fatal: an endpoint left unwired connects at its first use, and a
+    // peer that died here fails the job's init barrier anyway.
+    wire_up(worker_, eps, rt_.op_deadline(), "ucx observer");
     return WEFT_OK;
 }
 

@@ -33,6 +33,17 @@ namespace weft {
 size_t finish_ep_closes(ucp_worker_h worker, std::vector<ucs_status_ptr_t>& closing, Deadline d);
 // Starts a force-close of *ep (null after), its request joining `closing`.
 void force_close_ep(ucp_ep_h& ep, std::vector<ucs_status_ptr_t>& closing);
+// Completes the wire-up of every endpoint in `eps` (those not null): flushes
+// them all and progresses `worker` until each flush finished or `d` passed.
+// UCX connects lazily, at an endpoint's first use, with a handshake (REQ,
+// REP, ACK) that needs both sides; run at init, while every peer is alive
+// and progressing, no handshake is left to run when a peer dies later: UCX
+// 1.13 aborts ("got REP message", ucp_request.c) when it discards an
+// endpoint whose wire-up reply is still queued on a transport endpoint,
+// which happens when the peer died mid-handshake (the assertion was removed
+// in UCX 1.14: the reply only had to be freed). Returns PEER_FAILED or
+// TIMEOUT naming the first peer (by index into eps) that did not complete.
+Status wire_up(ucp_worker_h worker, const std::vector<ucp_ep_h>& eps, Deadline d, const char* who);
 // The worker's address, for the start-up exchange.
 Status worker_address(ucp_worker_h worker, std::vector<uint8_t>& out);
 // An endpoint to the worker at `address`; with peer_err_mode, UCX reports
