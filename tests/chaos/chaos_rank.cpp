@@ -262,8 +262,20 @@ void check_recv(Step& s, Op& op, weft_status_t st, const weft_msg_status_t& ms) 
     }
 }
 
+// Buffers of requests weft never let go of: kept alive to the end, since
+// weft may still write into them.
+std::vector<std::vector<uint8_t>> g_graveyard;
+std::vector<std::vector<uint64_t>> g_graveyard64;
+
+void bury(Op& op) {
+    g_graveyard.push_back(std::move(op.buf));
+    g_graveyard64.push_back(std::move(op.out));
+    g_graveyard64.push_back(std::move(op.in));
+}
+
 void complete(Step& s, Op& op, weft_status_t st, const weft_msg_status_t& ms) {
     op.done = true;
+    if (st == WEFT_ERR_TIMEOUT) bury(op);
     switch (op.type) {
         case Op::SEND:
             logf("P role=send id=%s kind=%s st=%s", op.id.str().c_str(), kname(op.kind), sname(st));
@@ -294,7 +306,8 @@ weft_status_t wait_one(weft_request_t* req, weft_msg_status_t* ms) {
     }
     if (*req) {
         violation("bounded", "a request stayed pending after cancel (status %s)", sname(st));
-        *req = nullptr;  // leaked: its buffers must stay (the Step is leaked too)
+        *req = nullptr;  // abandoned: the caller keeps its buffers (bury)
+        return WEFT_ERR_TIMEOUT;
     }
     return st;
 }
@@ -302,7 +315,13 @@ weft_status_t wait_one(weft_request_t* req, weft_msg_status_t* ms) {
 // Completes every op of the step. mode 0: wait each in order; 1: waitany
 // loop; 2: test loop (bounded by the job's timeout, not here).
 void finish(Step& s, uint32_t mode) {
+    const uint64_t test_until = now_ms() + 20000;  // then plain waits (bounded by WEFT_TIMEOUT_MS)
     for (;;) {
+        if (mode == 2 && now_ms() > test_until) {
+            violation("bounded", "e=%u r=%u s=%u: requests still open after 20 s of weft_request_test", s.w.epoch,
+                      s.w.round, s.w.step);
+            mode = 0;
+        }
         std::vector<size_t> open;
         for (size_t i = 0; i < s.ops.size(); ++i)
             if (!s.ops[i].done) open.push_back(i);
