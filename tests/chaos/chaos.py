@@ -98,7 +98,7 @@ def plan(seed, lanes, points):
     r = Rng(seed)
     lane = r.pick(lanes)
     n = 3 + r.below(6)
-    rounds = 4 + r.below(7)
+    rounds = 6 + r.below(9)
     fault = None
     kind = "none"
     x = r.below(100)
@@ -122,8 +122,8 @@ def plan(seed, lanes, points):
         fault = "%s:rank=%d:at=%s:count=%d" % (action, victim, pt, count)
         kind = action
     else:
-        # Jobs take 0.2-2 s (start-up included): most timers fire inside.
-        after = round(r.uniform(0.05, 1.2), 2)
+        # Jobs take 0.1-1 s when nothing hangs (start-up included).
+        after = round(r.uniform(0.03, 0.6), 2)
         if r.below(100) < 50:
             fault = "kill:rank=%d:after=%s" % (victim, after)
             kind = "kill"

@@ -299,10 +299,13 @@ void complete(Step& s, Op& op, weft_status_t st, const weft_msg_status_t& ms) {
 // again.
 weft_status_t wait_one(weft_request_t* req, weft_msg_status_t* ms) {
     weft_status_t st = weft_request_wait(req, ms);
+    // Kept (PEER_FAILED_PENDING, or TIMEOUT: the wait's deadline passed):
+    // cancel it, and report what the first wait said.
+    const weft_status_t kept = *req ? st : WEFT_OK;
     for (int i = 0; *req && i < 3; ++i) {
         weft_request_cancel(*req);
         st = weft_request_wait(req, ms);
-        if (st == WEFT_OK && ms->cancelled) st = WEFT_ERR_PEER_FAILED_PENDING;
+        if (st == WEFT_OK && ms->cancelled) st = kept;
     }
     if (*req) {
         violation("bounded", "a request stayed pending after cancel (status %s)", sname(st));
