@@ -279,21 +279,28 @@ def check(p, rc, d, out_text, job_timeout):
     return fails, logs
 
 
-def hint(fails, p, logs):
+def hint(fails, p, out_text=""):
     """Guesses at which issue-12 defect a failure looks like, or 'new'."""
     text = " ".join(d for _, d in fails)
     invs = {i for i, _ in fails}
     fault_hit = bool(p["fault"]) and p.get("fired", True)
     out = []
     crash = re.search(r"killed by signal (11|6|7|4) \((\w[\w ]*)\)", text)
-    if crash:
+    if crash and "ucp_get_req_handler" in out_text:
+        out.append("new (#1 family): a rank crashed serving a peer's pull of a send buffer freed after its send "
+                   "completed (a rendezvous withdrawn by a revoke while the pull was in flight)")
+    elif crash and "refcount == 0" in out_text and "ucp_cleanup" in out_text:
+        out.append("new: UCX asserts in ucp_cleanup when weft_init fails after a peer died (rkeys or "
+                   "registrations still held)")
+    elif crash:
         out.append("new: a rank crashed (%s)" % crash.group(2))
     if re.search(r"rndv send \S+ reported OK", text):
         out.append("issue 12 #1 (a rendezvous send refused by a revoke reports success)")
     if re.search(r"ssend(_rndv)? send \S+ reported OK", text):
         out.append("issue 12 #1-like, new: a synchronous send reported success, its receive failed")
     if "payload differs" in text:
-        out.append("new (#1's receiver side?): a receive reported success without the sender's data")
+        out.append("new (#1 family): a receive reported success with bytes the sender did not send (its "
+                   "rendezvous send was completed by a revoke while this pull still read the buffer)")
     if "drain-bound" in invs:
         out.append("issue 12 #4 (a drain with a dead rank never ends)" if fault_hit else
                    "new: a drain with no dead rank (after a revoke/shrink) never ends; #4's missing bound")
@@ -383,7 +390,7 @@ def main():
         else:
             fired = any(l.startswith("weft-run: fault:") for l in out_text.splitlines())
         p["fired"] = fired
-        hint_text = hint(fails, p, logs) if fails else ""
+        hint_text = hint(fails, p, out_text) if fails else ""
         if not fails and not a.keep:
             shutil.rmtree(d, ignore_errors=True)
         return p, rc, took, recoveries, fails, hint_text, d, out_text
@@ -407,8 +414,9 @@ def main():
                 seen.add((inv, detail[:60]))
                 print("chaos:   seed %d invariant %s: %s" % (seed, inv, detail[:600]))
                 if len(seen) >= 6:
-                    print("chaos:   ... %d more" % (len(fails) - 6))
                     break
+            if len(fails) > len(seen):
+                print("chaos:   ... and %d more (logs)" % (len(fails) - len(seen)))
             print("chaos:   looks like: %s" % hint_text)
             print("chaos:   logs: %s" % d)
             print("chaos:   rerun: %s" % rerun, flush=True)
