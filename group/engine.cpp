@@ -252,7 +252,7 @@ void Engine::bump(uint64_t off) {
 std::vector<Engine::ClockRecord> Engine::clock_records() const {
     std::vector<ClockRecord> out;
     for (const auto& c : comms_) {
-        if (c->slot == no_slot || c->slots.empty()) continue;
+        if (c->slot == no_slot || c->slots.empty() || c->revoked) continue;  // revoked: out of the clock (revoke_pending)
         // Only our own slot while the peers' slots are unknown (the first
         // collective of create_from_ranks).
         if (!c->slots_known) out.push_back(ClockRecord{c->slot, {slot_use(c->slot)}, {c->members[c->rank]}, {c->slot}});
@@ -569,6 +569,12 @@ void Engine::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* bo
             // Its collective fails here too: never pulled, so answer now
             // and the sender stops exposing its buffer (see Schedule::fail).
             queue_refusal(source_peer, h.cookie, WEFT_ERR_PEER_FAILED);
+            return;
+        }
+        if (is_rts(h.kind) && c->revoked && !(h.context & create_bit)) {
+            // Revoked here: no receive will be posted for it (the sender
+            // waits for this answer: Engine::revoke_pending).
+            queue_refusal(source_peer, h.cookie, WEFT_ERR_REVOKED);
             return;
         }
     } else {

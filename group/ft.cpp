@@ -218,6 +218,8 @@ void Ft::handle(const Msg& m) {
     if (h.nacc) std::memcpy(acc.data(), m.bytes.data() + sizeof h + 8ull * h.nvalue, 8ull * h.nacc);
 
     if (h.type == revoke_notice) {
+        WEFT_LOG(debug, "revoke notice for communicator %llx from job rank %u", static_cast<unsigned long long>(h.comm_id),
+                 m.from_peer);
         for (auto& c : eng_.comms())
             if (c->id == h.comm_id) {
                 if (!c->revoked) revoke(*c);
@@ -601,6 +603,14 @@ Request* Engine::completed_request(Comm& c, ReqKind k, const weft_msg_status_t& 
 }
 
 void Engine::revoke_pending(Comm& c) {
+    // Its members' collective counts diverge from here on (one revoked
+    // instead of joining a collective), and it runs no collective again but
+    // its release: the drain's Collective Clock leaves it out (a zero
+    // context word, as after its release; clock_records skips it), or no
+    // drain could ever converge.
+    if (c.slot != no_slot)
+        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_CONTEXT)))
+            .store(0, std::memory_order_release);
     for (MatchQueue* q : {&c.p2p, &c.coll}) {
         refuse_rendezvous(*q, WEFT_ANY_TAG, WEFT_ERR_REVOKED);
         while (!q->posted.empty()) {
@@ -610,9 +620,17 @@ void Engine::revoke_pending(Comm& c) {
             complete(*r, WEFT_ERR_REVOKED);
         }
     }
+    // Sends waiting for an ACK fail now. A rendezvous send whose buffer is
+    // still exposed does not: its receiver may be pulling it this moment
+    // (the application would free the buffer under the pull, and over UCX
+    // serving a pull of freed memory crashes this process). It completes
+    // with the receiver's answer: FIN if the pull delivered it, REFUSED
+    // (REVOKED) if the receiver dropped it unreceived, which every member
+    // does once the notice reaches it (here, in refuse_rendezvous above and
+    // in arrived), or with the receiver's failure.
     std::vector<Request*> sends;
     for (auto [cookie, r] : awaiting_reply_)
-        if (r->comm == &c) sends.push_back(r);
+        if (r->comm == &c && !r->exposed_live) sends.push_back(r);
     for (Request* r : sends) complete(*r, WEFT_ERR_REVOKED);
     for (Request* r : active_colls_)
         if (!r->done && r->comm == &c) r->sched->fail(WEFT_ERR_REVOKED);
