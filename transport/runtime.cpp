@@ -27,7 +27,19 @@ std::string host_identity() {
 }  // namespace
 
 Runtime::~Runtime() {
-    if (initialized_) finalize();
+    if (initialized_) {
+        finalize();
+        return;
+    }
+    // A failed init: windows registered before it failed go back to the
+    // backend before the backend goes (UCX asserts in ucp_cleanup on memory
+    // still mapped: a rank killed during start-up failed its peers' init).
+    if (backend_)
+        for (auto& w : windows_)
+            if (w->magic == weft_window::live_magic) {
+                backend_->window_destroy(*w);
+                w->magic = weft_window::dead_magic;
+            }
 }
 
 bool Runtime::all_same_host() const {
