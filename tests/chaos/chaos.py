@@ -183,9 +183,21 @@ def liveness(inv, detail):
 # window's keys are unpacked at start-up: its sysv segment is gone, shmat
 # fails, and UCX frees a key it never made. weft_init would have failed
 # there anyway (a member died); the crash is UCX's.
+# Likewise UCX 1.13's tcp transport asserts (tcp_ep.c:478,
+# UCT_TCP_EP_FLAG_CTX_TYPE_TX) when a connection to a peer killed at
+# start-up is refused while it is being wired up.
 def ucx_unpack_crash(inv, detail, out_text):
-    return inv == "finish" and ("Segmentation fault" in detail or "exited with 139" in detail) and \
-        "ucp_ep_rkey_unpack" in out_text and "shmat" in out_text
+    crashed = inv == "finish" and any(x in detail for x in ("Segmentation fault", "Aborted", "exited with 139",
+                                                            "exited with 134"))
+    return crashed and (("ucp_ep_rkey_unpack" in out_text and "shmat" in out_text) or
+                        ("tcp_ep.c" in out_text and "UCT_TCP_EP_FLAG_CTX_TYPE_TX" in out_text))
+
+
+# A rank that hit drain-bound leaves at once (chaos_rank exits 4): its
+# "did not finish" follows from the stall.
+def after_stall(inv, detail, fails):
+    return inv == "finish" and any(i == "drain-bound" for i, _ in fails) and \
+        ("did not finish" in detail or "exited with 4" in detail)
 
 
 def check(p, rc, d, out_text, job_timeout):
@@ -446,8 +458,8 @@ def main():
               % (seed, p["lane"], p["n"], p["rounds"], "" if p["drains"] else " no-drains", p["fault"] or "none",
                  "" if p["fired"] or not p["fault"] else " (not reached)",
                  "FAIL" if fails else "ok", took, rc, recoveries), flush=True)
-        if fails and a.liveness_known and all(liveness(inv, detail) or ucx_unpack_crash(inv, detail, out_text)
-                                              for inv, detail in fails):
+        if fails and a.liveness_known and all(liveness(inv, detail) or ucx_unpack_crash(inv, detail, out_text) or
+                                              after_stall(inv, detail, fails) for inv, detail in fails):
             stalled.append((p, fails, rerun, hint_text))
             print("chaos:   seed %d stalled (timeouts or UCX's start-up crash only, known open: see --liveness-known): %s"
                   % (seed, "; ".join(sorted({i for i, _ in fails}))))
