@@ -194,10 +194,18 @@ def ucx_unpack_crash(inv, detail, out_text):
 
 
 # A rank that hit drain-bound leaves at once (chaos_rank exits 4): its
-# "did not finish" follows from the stall.
-def after_stall(inv, detail, fails):
-    return inv == "finish" and any(i == "drain-bound" for i, _ in fails) and \
-        ("did not finish" in detail or "exited with 4" in detail)
+# "did not finish" follows from the stall; so does that of a rank UCX crashed.
+def after_stall(inv, detail, fails, out_text=""):
+    if inv != "finish" or not ("did not finish" in detail or "exited with 4" in detail):
+        return False
+    return any(i == "drain-bound" or ucx_unpack_crash(i, d, out_text) for i, d in fails)
+
+
+# A death during start-up fails weft_init on the other ranks (documented);
+# how a survivor then leaves — returning the error, or dying in UCX 1.13's
+# wire-up or cleanup paths — is reported as a known open stall, never a pass.
+def startup_death(inv, detail, init_failed_ranks):
+    return inv == "finish" and init_failed_ranks > 0
 
 
 def check(p, rc, d, out_text, job_timeout):
@@ -458,8 +466,11 @@ def main():
               % (seed, p["lane"], p["n"], p["rounds"], "" if p["drains"] else " no-drains", p["fault"] or "none",
                  "" if p["fired"] or not p["fault"] else " (not reached)",
                  "FAIL" if fails else "ok", took, rc, recoveries), flush=True)
+        init_failed_ranks = len([f for f in os.listdir(d) if f.startswith("init.")]) if os.path.isdir(d) else 0
         if fails and a.liveness_known and all(liveness(inv, detail) or ucx_unpack_crash(inv, detail, out_text) or
-                                              after_stall(inv, detail, fails) for inv, detail in fails):
+                                              after_stall(inv, detail, fails, out_text) or
+                                              startup_death(inv, detail, init_failed_ranks if p["fault"] else 0)
+                                              for inv, detail in fails):
             stalled.append((p, fails, rerun, hint_text))
             print("chaos:   seed %d stalled (timeouts or UCX's start-up crash only, known open: see --liveness-known): %s"
                   % (seed, "; ".join(sorted({i for i, _ in fails}))))
