@@ -71,12 +71,12 @@ bool Engine::slot_coming() const {
 // coming back, until the deadline.
 bool Engine::wait_for_slot(uint32_t& slot, Deadline d) {
     slot = no_slot;
-    if (take_slot(slot)) return true;
     progress_until([&] { return take_slot(slot) || !slot_coming(); }, d);
     return slot != no_slot;
 }
 
-// c was made without a slot of ours (it was coming back): now it has one.
+// Our slot for c: its clock record, and the context word that tells the
+// drain the record is live (make_comm, or later when it was coming back).
 void Engine::assign_slot(Comm& c, uint32_t slot) {
     c.slot = slot;
     c.clock = state_word(WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_SEQ));
@@ -119,12 +119,9 @@ Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector
     c->members = std::move(members);
     c->slots = std::move(slots);
     c->slot_uses = std::move(slot_uses);
-    c->slot = my_slot;
-    if (my_slot != no_slot) c->clock = state_word(WEFT_STATE_CLOCK_OFF(my_slot, WEFT_STATE_CLOCK_SEQ));
+    c->slot = no_slot;
     c->rank = static_cast<uint32_t>(c->rank_of_job(rt_.rank()));
-    if (my_slot != no_slot)
-        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(my_slot, WEFT_STATE_CLOCK_CONTEXT)))
-            .store(id + 1, std::memory_order_release);
+    if (my_slot != no_slot) assign_slot(*c, my_slot);
     register_comm(c.get());
     out = c.get();
     comms_.push_back(std::move(c));
