@@ -52,8 +52,10 @@ echo "--- a process dies before connecting"
 # Rank 1 dies at the point where it would connect. Rank 0 connects to it
 # and is refused at once (its listener is gone); rank 2 then fails too: its
 # connection from rank 0 is rejected when rank 0 exits, or its wait for
-# rank 1's requests ends at the init deadline. Both survivors fail init
-# with an rdma_cm error (one naming peer 1), well within weft-run's limit.
+# rank 1's requests ends at the init deadline, or its half-made connection
+# to rank 0 breaks (rdma_init_qp_attr fails). Both survivors fail init with
+# an rdma_cm error naming the link (role, peer and address; one names peer
+# 1), well within weft-run's limit.
 if WEFT_TIMEOUT_MS=15000 "$run" --timeout 90 --transport verbs --keep-survivors \
     --fault kill:rank=1:at=transport.verbs.connecting -n 3 "$helper" exit 0 >"$out" 2>&1; then
   cat "$out"; fail "the survivors of a death during rdma_cm connection set-up succeeded"

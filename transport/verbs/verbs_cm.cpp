@@ -206,32 +206,26 @@ namespace {
 // Our QP to RTR and RTS with the attributes rdma_cm negotiated for id, and
 // weft's own timeouts and retries (a dead peer must surface in the same
 // time as without rdma_cm). `responder` and `initiator`: RDMA reads and
-// atomics in flight, as agreed.
-Status ready_qp(rdma_cm_id* id, const CmLink& l, const CmQpTuning& t, uint8_t responder, uint8_t initiator) {
+// atomics in flight, as agreed. Returns nullptr, or the step that failed
+// (errno says why): the caller reports it naming the link, like every
+// other failure of a connection.
+const char* ready_qp(rdma_cm_id* id, ibv_qp* qp, const CmQpTuning& t, uint8_t responder, uint8_t initiator) {
     ibv_qp_attr a{};
     int mask = 0;
     a.qp_state = IBV_QPS_RTR;
-    if (rdma_init_qp_attr(id, &a, &mask) != 0)
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: rdma_init_qp_attr(RTR) for peer %u: %s", l.universe,
-                         std::strerror(errno));
+    if (rdma_init_qp_attr(id, &a, &mask) != 0) return "rdma_init_qp_attr(RTR)";
     a.max_dest_rd_atomic = responder;
-    if (ibv_modify_qp(l.qp, &a, mask) != 0)
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: QP to peer %u -> RTR: %s", l.universe,
-                         std::strerror(errno));
+    if (ibv_modify_qp(qp, &a, mask) != 0) return "ibv_modify_qp(RTR)";
     a = ibv_qp_attr{};
     a.qp_state = IBV_QPS_RTS;
-    if (rdma_init_qp_attr(id, &a, &mask) != 0)
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: rdma_init_qp_attr(RTS) for peer %u: %s", l.universe,
-                         std::strerror(errno));
+    if (rdma_init_qp_attr(id, &a, &mask) != 0) return "rdma_init_qp_attr(RTS)";
     a.timeout = t.timeout;
     a.retry_cnt = t.retry_cnt;
     a.rnr_retry = t.rnr_retry;
     a.max_rd_atomic = initiator;
     mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    if (ibv_modify_qp(l.qp, &a, mask) != 0)
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: QP to peer %u -> RTS: %s", l.universe,
-                         std::strerror(errno));
-    return WEFT_OK;
+    if (ibv_modify_qp(qp, &a, mask) != 0) return "ibv_modify_qp(RTS)";
+    return nullptr;
 }
 
 const char* role_name(uint32_t role) { return role == 0 ? "application" : "detector"; }
@@ -274,6 +268,13 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
                          role_name(p.link.role), p.active ? "to" : "from", p.link.universe,
                          cm_address_text(remote[p.link.universe]).c_str(), what, status);
     };
+    // A call that failed with errno set, for the same link.
+    auto fail_call = [&](const Pending& p, const char* call) {
+        const int err = errno;
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: %s QP %s peer %u at %s: %s: %s",
+                         role_name(p.link.role), p.active ? "to" : "from", p.link.universe,
+                         cm_address_text(remote[p.link.universe]).c_str(), call, std::strerror(err));
+    };
     const uint8_t our_resp = tuning.rd_atomic, our_init = tuning.rd_atomic;
 
     while (left > 0) {
@@ -286,8 +287,9 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
                     if (!p.done)
                         return WEFT_FAIL(WEFT_ERR_TIMEOUT,
                                          "verbs rdma_cm: %zu connection(s) not made in time, among them the %s QP "
-                                         "%s peer %u",
-                                         left, role_name(p.link.role), p.active ? "to" : "from", p.link.universe);
+                                         "%s peer %u at %s",
+                                         left, role_name(p.link.role), p.active ? "to" : "from", p.link.universe,
+                                         cm_address_text(remote[p.link.universe]).c_str());
             }
             pollfd pfd{s.channel->fd, POLLIN, 0};
             poll(&pfd, 1, static_cast<int>(std::min<uint64_t>(deadline.remaining_ns() / 1000000 + 1, 100)));
@@ -315,14 +317,14 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
                 id->context = &p;
                 const uint8_t resp = std::min<uint8_t>(our_resp, conn.responder_resources);
                 const uint8_t init = std::min<uint8_t>(our_init, conn.initiator_depth);
-                st = ready_qp(id, p.link, tuning, resp, init);
+                if (const char* step = ready_qp(id, p.link.qp, tuning, resp, init)) st = fail_call(p, step);
                 if (st == WEFT_OK) {
                     rdma_conn_param cp{};
                     cp.responder_resources = resp;
                     cp.initiator_depth = init;
                     cp.rnr_retry_count = tuning.rnr_retry;
                     cp.qp_num = p.link.qp->qp_num;
-                    if (rdma_accept(id, &cp) != 0) st = fail(p, "rdma_accept failed", errno);
+                    if (rdma_accept(id, &cp) != 0) st = fail_call(p, "rdma_accept");
                 }
             }
         } else {
@@ -331,7 +333,7 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
                 // An event of the listener's, or of a rejected request's id.
             } else if (ev->event == RDMA_CM_EVENT_ADDR_RESOLVED) {
                 if (rdma_resolve_route(p->id, resolve_ms(deadline)) != 0)
-                    st = fail(*p, "rdma_resolve_route failed", errno);
+                    st = fail_call(*p, "rdma_resolve_route");
             } else if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED) {
                 if (p->id->verbs != s.dev->ctx) {
                     st = fail(*p, "the route leaves through another device (set WEFT_VERBS_DEVICE or "
@@ -347,14 +349,16 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
                     cp.rnr_retry_count = tuning.rnr_retry;
                     cp.flow_control = 1;
                     cp.qp_num = p->link.qp->qp_num;
-                    if (rdma_connect(p->id, &cp) != 0) st = fail(*p, "rdma_connect failed", errno);
+                    if (rdma_connect(p->id, &cp) != 0) st = fail_call(*p, "rdma_connect");
                 }
             } else if (ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE) {
                 // The peer accepted: our QP to RTR/RTS, then the RTU.
                 const auto& conn = ev->param.conn;
-                st = ready_qp(p->id, p->link, tuning, std::min<uint8_t>(our_resp, conn.responder_resources),
-                              std::min<uint8_t>(our_init, conn.initiator_depth));
-                if (st == WEFT_OK && rdma_establish(p->id) != 0) st = fail(*p, "rdma_establish failed", errno);
+                if (const char* step = ready_qp(p->id, p->link.qp, tuning,
+                                                std::min<uint8_t>(our_resp, conn.responder_resources),
+                                                std::min<uint8_t>(our_init, conn.initiator_depth)))
+                    st = fail_call(*p, step);
+                if (st == WEFT_OK && rdma_establish(p->id) != 0) st = fail_call(*p, "rdma_establish");
                 if (st == WEFT_OK && !p->done) {
                     p->done = true;
                     --left;
