@@ -9,6 +9,7 @@
 #include "bench/check.hpp"
 #include "bench/cli.hpp"
 #include "group/engine.hpp"
+#include "group/layer.hpp"
 
 #include <weft/comm.h>
 
@@ -26,10 +27,10 @@ using bench::now_ns;
 
 weft_context_t ctx = nullptr;
 
-weft::group::Comm& world_comm() { return ctx->engine->world(); }
+weft::group::Comm& world_comm() { return weft::group::engine_of(*ctx->rt)->world(); }
 
 void BM_CommitPair(benchmark::State& state) {
-    weft::group::Engine& e = *ctx->engine;
+    weft::group::Engine& e = *weft::group::engine_of(*ctx->rt);
     weft::group::Comm& c = world_comm();
     for (auto _ : state) {
         e.commit_begin(c);
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
     const int rounds = smoke ? 3 : 15;
     const uint64_t allreduces = smoke ? 1000 : 100000, pairs = smoke ? 10000 : 2000000;
     std::vector<double> per_allreduce, per_pair;
-    weft::group::Engine& e = *ctx->engine;
+    weft::group::Engine& e = *weft::group::engine_of(*ctx->rt);
     for (int r = 0; r < rounds; ++r) {
         uint64_t x = rank, y = 0;
         check(weft_barrier(world), "barrier");

@@ -1,6 +1,7 @@
 // api.cpp — the C ABI of drain.h, and the drain layer's attach/detach.
 #include "drain/drain.hpp"
 #include "drain/layer.hpp"
+#include "group/layer.hpp"
 
 #include <cstddef>
 
@@ -15,16 +16,21 @@ using weft::drain::Drain;
 
 namespace weft::drain {
 
-void attach(weft_context* ctx) {
-    if (env_u64("WEFT_DRAIN", 1) == 0 || !ctx->engine) return;
-    auto* d = new Drain(*ctx->rt, *ctx->engine);
-    ctx->drain = d;
-    d->start();
+Status attach(Runtime& rt) {
+    group::Engine* engine = group::engine_of(rt);
+    if (env_u64("WEFT_DRAIN", 1) == 0 || !engine) return WEFT_OK;
+    auto d = std::make_unique<Drain>(rt, *engine);
+    Status st = rt.add_layer(drain_layer, d.get(), {});
+    if (st != WEFT_OK) return st;
+    d.release()->start();  // owned through the Runtime's layers until detach()
+    return WEFT_OK;
 }
 
-void detach(weft_context* ctx) {
-    delete static_cast<Drain*>(ctx->drain);
-    ctx->drain = nullptr;
+void detach(Runtime& rt) {
+    Drain* d = rt.layer(drain_layer);
+    if (!d) return;
+    rt.remove_layer(drain_layer);
+    delete d;
 }
 
 }  // namespace weft::drain
@@ -32,9 +38,9 @@ void detach(weft_context* ctx) {
 namespace {
 
 Status drain_of(weft_context_t ctx, Drain*& out, const char* fn) {
-    if (!ctx || ctx->magic != weft_context::live_magic || !ctx->rt)
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
-    out = static_cast<Drain*>(ctx->drain);
+    weft::Runtime* rt = weft::runtime_of(ctx);
+    if (!rt) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
+    out = rt->layer(weft::drain::drain_layer);
     if (!out) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: the drain thread is off (WEFT_DRAIN=0)", fn);
     return WEFT_OK;
 }
@@ -93,7 +99,8 @@ weft_drain_clock* clock_of(weft_drain_clock_t c) {
 }
 
 Status live_ctx(weft_context_t ctx, const char* fn) {
-    if (!ctx || ctx->magic != weft_context::live_magic || !ctx->rt || !ctx->engine)
+    weft::Runtime* rt = weft::runtime_of(ctx);
+    if (!rt || !weft::group::engine_of(*rt))
         return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
     return WEFT_OK;
 }
@@ -140,9 +147,11 @@ weft_status_t weft_drain_clock_slot(weft_drain_clock_t clock, uint32_t* slot) {
 weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
     weft_drain_clock* c = clock_of(clock);
     if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
+    weft::Runtime* rt = weft::runtime_of(c->ctx);
+    if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     return guarded([&] {
-        weft::RuntimeLock lock(*c->ctx->rt);
-        c->ctx->engine->commit_begin(*c->comm->comm);
+        weft::RuntimeLock lock(*rt);
+        c->comm->engine->commit_begin(*c->comm->comm);
         return WEFT_OK;
     });
 }
@@ -150,8 +159,10 @@ weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
 weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
     weft_drain_clock* c = clock_of(clock);
     if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
-    weft::RuntimeLock lock(*c->ctx->rt);
-    c->ctx->engine->commit_finish(*c->comm->comm);
+    weft::Runtime* rt = weft::runtime_of(c->ctx);
+    if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
+    weft::RuntimeLock lock(*rt);
+    c->comm->engine->commit_finish(*c->comm->comm);
     return WEFT_OK;
 }
 
@@ -159,7 +170,7 @@ weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arriv
     Status st = live_ctx(ctx, __func__);
     if (st != WEFT_OK) return st;
     weft::RuntimeLock lock(*ctx->rt);
-    ctx->engine->count_external(sent, arrived);
+    weft::group::engine_of(*ctx->rt)->count_external(sent, arrived);
     return WEFT_OK;
 }
 

@@ -133,4 +133,7 @@ private:
     uint32_t progress_all();
 };
 
+// The drain's entry in its Runtime's layers (state only: no hooks).
+inline constexpr Runtime::LayerKey<Drain> drain_layer{"drain"};
+
 }  // namespace weft::drain

@@ -16,6 +16,7 @@
 #include <thread>
 
 using weft::guarded;
+using weft::Runtime;
 using weft::Status;
 using weft::group::Comm;
 using weft::group::Engine;
@@ -456,7 +457,6 @@ Engine* engine_of(size_t n, weft_request_t* reqs) {
 // ------------------------------------------------------- layer attach
 namespace weft::group {
 
-namespace {
 struct Layer {
     std::unique_ptr<Engine> engine;
     std::unique_ptr<Detector> detector;
@@ -464,6 +464,9 @@ struct Layer {
     std::thread progress_thread;
     std::atomic<bool> stop{false};
 };
+inline constexpr Runtime::LayerKey<Layer> group_layer{"group"};
+
+namespace {
 
 // Runtime::finalize, after its barrier, before the state window goes: the
 // detector stops beating (peers see `finalized` and do not suspect us).
@@ -487,35 +490,40 @@ void progress_loop(Layer* l) {
 }
 }  // namespace
 
-Status attach(weft_context* ctx, bool multi_threaded) {
+Engine* engine_of(Runtime& rt) {
+    Layer* l = rt.layer(group_layer);
+    return l ? l->engine.get() : nullptr;
+}
+
+Status attach(Runtime& rt, bool multi_threaded) {
     auto layer = std::make_unique<Layer>();
-    layer->engine = std::make_unique<Engine>(*ctx->rt);
+    layer->engine = std::make_unique<Engine>(rt);
     Status st = layer->engine->init();
     if (st != WEFT_OK) return st;
     // The detector beats from here on (before the init barrier), so no
     // peer can observe us before our first beat.
-    layer->detector = std::make_unique<Detector>(*ctx->rt);
+    layer->detector = std::make_unique<Detector>(rt);
     st = layer->detector->attach();
     if (st != WEFT_OK) return st;
     layer->ft = std::make_unique<Ft>(*layer->engine, *layer->detector);
     st = layer->ft->init();
     if (st != WEFT_OK) return st;
-    ctx->rt->set_teardown_hook(stop_detector, layer.get());
+    st = rt.add_layer(group_layer, layer.get(), {.on_teardown = stop_detector});
+    if (st != WEFT_OK) return st;
     const bool thread = env_u64("WEFT_PROGRESS_THREAD", 0) != 0;
-    ctx->rt->set_multi_threaded(multi_threaded || thread);
-    ctx->engine = layer->engine.get();
-    ctx->group = layer.release();
+    rt.set_multi_threaded(multi_threaded || thread);
+    layer.release();  // owned through the Runtime's layers until destroy()
     return WEFT_OK;
 }
 
-void start(weft_context* ctx) {
-    auto* layer = static_cast<Layer*>(ctx->group);
+void start(Runtime& rt) {
+    Layer* layer = rt.layer(group_layer);
     layer->detector->start();
     if (env_u64("WEFT_PROGRESS_THREAD", 0) != 0) layer->progress_thread = std::thread(progress_loop, layer);
 }
 
-void detach(weft_context* ctx) {
-    auto* layer = static_cast<Layer*>(ctx->group);
+void detach(Runtime& rt) {
+    Layer* layer = rt.layer(group_layer);
     if (!layer) return;
     if (layer->progress_thread.joinable()) {
         layer->stop.store(true, std::memory_order_release);
@@ -526,14 +534,12 @@ void detach(weft_context* ctx) {
 
 weft_comm* new_comm_handle(Engine& e, Comm* c, weft_comm_t parent) { return new_handle(e, c, parent); }
 
-void destroy(weft_context* ctx) {
-    if (auto* layer = static_cast<Layer*>(ctx->group)) {
-        if (layer->detector) layer->detector->stop();
-        ctx->rt->set_teardown_hook(nullptr, nullptr);
-    }
-    delete static_cast<Layer*>(ctx->group);
-    ctx->group = nullptr;
-    ctx->engine = nullptr;
+void destroy(Runtime& rt) {
+    Layer* layer = rt.layer(group_layer);
+    if (!layer) return;
+    if (layer->detector) layer->detector->stop();
+    rt.remove_layer(group_layer);
+    delete layer;
 }
 
 }  // namespace weft::group
@@ -563,9 +569,10 @@ weft_status_t weft_msg_status_count(const weft_msg_status_t* status, weft_dataty
 // ------------------------------------------------------ communicators
 weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world) {
     REQUIRE_PTR(world);
-    if (!ctx || ctx->magic != weft_context::live_magic || !ctx->engine)
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "weft_comm_world: context is null or finalized");
-    Engine& eng = *ctx->engine;
+    Runtime* rt = weft::runtime_of(ctx);
+    Engine* e = rt ? weft::group::engine_of(*rt) : nullptr;
+    if (!e) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "weft_comm_world: context is null or finalized");
+    Engine& eng = *e;
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Comm& w = eng.world();

@@ -113,7 +113,8 @@ Status Detector::attach() {
                  WEFT_STATE_FAILURE_WORDS * 64);
     }
     notices_seen_ = word_at(sw_->local_base, WEFT_STATE_FAILURE_NOTICES_OFF).load(std::memory_order_acquire);
-    rt_.set_declare_hook(on_declared, this);
+    Status lst = rt_.add_layer(detector_layer, this, {.on_declared = on_declared});
+    if (lst != WEFT_OK) return lst;
     thread_ = std::thread([this] { run(); });
     return WEFT_OK;
 }
@@ -131,7 +132,7 @@ void Detector::start() {
 void Detector::stop() {
     // No more wake-ups from declaring threads (the pidfd monitor may still
     // run when init failed half-way).
-    rt_.set_declare_hook(nullptr, nullptr);
+    rt_.remove_layer(detector_layer);
     {
         std::lock_guard<std::mutex> g(mu_);
         if (stop_) return;

@@ -110,4 +110,8 @@ private:
     uint64_t last_tick_ = 0, next_observe_ = 0;
 };
 
+// The detector's entry in its Runtime's layers (hook: a failure declared,
+// on the declaring thread).
+inline constexpr Runtime::LayerKey<Detector> detector_layer{"group.detector"};
+
 }  // namespace weft::group

@@ -44,8 +44,7 @@ int32_t Comm::rank_of_job(uint32_t job_rank) const {
 Engine::Engine(Runtime& rt) : rt_(rt) {}
 
 Engine::~Engine() {
-    rt_.set_progress_hook(nullptr, nullptr);
-    rt_.set_failure_listener(nullptr, nullptr);
+    rt_.remove_layer(engine_layer);
     for (auto& c : comms_)
         if (c->handle) {
             c->handle->magic = weft_comm::dead_magic;
@@ -92,8 +91,8 @@ Status Engine::init() {
     if (fst != WEFT_OK) return fst;
     rt_.am_register_internal(am_msg, on_msg, this);
     rt_.am_register_internal(am_reply, on_reply, this);
-    rt_.set_progress_hook(on_progress, this);
-    rt_.set_failure_listener(on_peer_gone, this);
+    Status lst = rt_.add_layer(engine_layer, this, {.on_progress = on_progress, .on_peer_gone = on_peer_gone});
+    if (lst != WEFT_OK) return lst;
 
     std::vector<uint32_t> members(rt_.size());
     for (uint32_t i = 0; i < rt_.size(); ++i) members[i] = i;

@@ -492,6 +492,9 @@ private:
     void* create_hook_arg_ = nullptr;
 };
 
+// The engine's entry in its Runtime's layers (hooks: progress, peer gone).
+inline constexpr Runtime::LayerKey<Engine> engine_layer{"group.engine"};
+
 }  // namespace weft::group
 
 // The C handle of a communicator: a shell that outlives the communicator,

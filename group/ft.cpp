@@ -46,7 +46,7 @@ std::atomic<uint64_t> next_serial{1};
 Ft::Ft(Engine& e, Detector& d) : eng_(e), rt_(e.rt()), det_(d) {}
 
 Ft::~Ft() {
-    rt_.set_ft_progress_hook(nullptr, nullptr);
+    rt_.remove_layer(ft_layer);
     eng_.set_release_hook(nullptr, nullptr);
     eng_.set_create_hook(nullptr, nullptr);
     std::lock_guard<std::mutex> g(registry_mutex());
@@ -56,7 +56,8 @@ Ft::~Ft() {
 Status Ft::init() {
     Status st = rt_.am_register_internal(am_ft, on_msg, this);
     if (st != WEFT_OK) return st;
-    rt_.set_ft_progress_hook(on_progress, this);
+    st = rt_.add_layer(ft_layer, this, {.on_progress = on_progress});
+    if (st != WEFT_OK) return st;
     eng_.set_release_hook(on_release, this);
     eng_.set_create_hook(on_create, this);
     std::lock_guard<std::mutex> g(registry_mutex());

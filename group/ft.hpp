@@ -211,6 +211,9 @@ inline bool failed_in(const std::vector<uint64_t>& v, uint32_t r) { return (v[1 
 // The members an agreed value leaves, ascending (this rank always: whether
 // it was named is the caller's question).
 std::vector<uint32_t> survivors_of(const Comm& c, const std::vector<uint64_t>& v);
+// Ft's entry in its Runtime's layers (hook: progress, after the engine's).
+inline constexpr Runtime::LayerKey<Ft> ft_layer{"group.ft"};
+
 // The tag of shrink's communicator build at this point of f's agreements:
 // below ANY_TAG, so it never meets a user's, and each attempt its own.
 inline int32_t shrink_tag(const FtComm& f) { return -2 - static_cast<int32_t>(f.next_seq & 0xffffff); }

@@ -1,19 +1,28 @@
-// layer.hpp — how the C ABI's init and finalize bring the group layer up
-// and down around the transport.
+// layer.hpp — how context/ brings the group layer up and down around the
+// transport, and how the layers above find it.
 #pragma once
 
 #include "transport/runtime.hpp"
 
 namespace weft::group {
 
+class Engine;
+// group's state in one context: the engine, the failure detector, fault
+// tolerance and the optional progress thread (group/api.cpp). Registered
+// as a layer of the Runtime (on_teardown stops the detector's beats).
+struct Layer;
+
 // Inside Runtime::init, before its last barrier: the engine (world
 // communicator, matching, handlers, hooks).
-Status attach(weft_context* ctx, bool multi_threaded);
+Status attach(Runtime& rt, bool multi_threaded);
 // After Runtime::init: with WEFT_PROGRESS_THREAD=1, the progress thread.
-void start(weft_context* ctx);
+void start(Runtime& rt);
 // Before Runtime::finalize: stops the progress thread, sends owed replies.
-void detach(weft_context* ctx);
-// After Runtime::finalize.
-void destroy(weft_context* ctx);
+void detach(Runtime& rt);
+// After Runtime::finalize (or after a failed init).
+void destroy(Runtime& rt);
+
+// The engine of a context's Runtime, or null (the layer is not up).
+Engine* engine_of(Runtime& rt);
 
 }  // namespace weft::group

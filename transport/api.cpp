@@ -1,4 +1,5 @@
-// api.cpp — the C ABI (weft.h) over the C++ runtime.
+// api.cpp — the C ABI of weft.h over the C++ runtime (the context's life,
+// weft_init and weft_finalize, is context/'s).
 //
 // Every entry validates its handle and arguments, turns any C++ exception
 // into a status (none may cross into C), and logs where it rejects input.
@@ -6,11 +7,6 @@
 // already in the window's first cache lines, then one call through the
 // window's bound RmaOps.
 #include "transport/runtime.hpp"
-
-#include "drain/layer.hpp"
-#include "group/layer.hpp"
-
-#include <weft/comm.h>
 
 #include <cstring>
 #include <new>
@@ -21,24 +17,7 @@ using weft::Status;
 
 namespace {
 
-std::vector<weft_context*>& tombstones() {
-    // Released contexts are kept (a few bytes each) so a stale handle reads
-    // a dead magic instead of freed memory.
-    // Never destroyed, so the shells stay reachable (no leak report) after
-    // static destructors run.
-    static auto* t = new std::vector<weft_context*>;
-    return *t;
-}
-
-std::vector<std::unique_ptr<weft_window>>& window_tombstones() {
-    static auto* t = new std::vector<std::unique_ptr<weft_window>>;
-    return *t;
-}
-
-inline Runtime* runtime_of(weft_context_t ctx) {
-    if (__builtin_expect(!ctx || ctx->magic != weft_context::live_magic, 0)) return nullptr;
-    return ctx->rt;
-}
+using weft::runtime_of;
 
 inline bool window_live(weft_window_t w) {
     return w && w->magic == weft_window::live_magic;
@@ -91,56 +70,6 @@ inline Status check_atomic(weft_window_t w, uint32_t rank, uint64_t offset, uint
 }  // namespace
 
 extern "C" {
-
-weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t* provided,
-                               weft_context_t* ctx_out) {
-    if (!ctx_out) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init: ctx_out is NULL");
-    int level;  // read as an int: a C caller may pass any value, not loadable as the enum
-    std::memcpy(&level, &required, sizeof level);
-    if (level != WEFT_THREAD_SERIALIZED && level != WEFT_THREAD_MULTIPLE)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init_thread: unknown thread level %d", level);
-    return guarded([&]() -> Status {
-        auto rt = std::make_unique<Runtime>();
-        auto c = std::make_unique<weft_context>();
-        c->rt = rt.get();
-        Status st = rt->init([&] { return weft::group::attach(c.get(), required == WEFT_THREAD_MULTIPLE); });
-        if (st != WEFT_OK) {
-            weft::group::detach(c.get());
-            weft::group::destroy(c.get());
-            return st;  // ~Runtime finalizes the transport
-        }
-        rt.release();
-        weft::group::start(c.get());
-        weft::drain::attach(c.get());
-        if (provided) *provided = c->rt->multi_threaded() ? WEFT_THREAD_MULTIPLE : WEFT_THREAD_SERIALIZED;
-        *ctx_out = c.release();
-        return WEFT_OK;
-    });
-}
-
-weft_status_t weft_init(weft_context_t* ctx_out) {
-    return weft_init_thread(WEFT_THREAD_SERIALIZED, nullptr, ctx_out);
-}
-
-weft_status_t weft_finalize(weft_context_t ctx) {
-    REQUIRE_RT(ctx, rt);
-    return guarded([&]() -> Status {
-        weft::drain::detach(ctx);
-        weft::group::detach(ctx);
-        Status st = rt->finalize();
-        weft::group::destroy(ctx);
-        for (auto& w : rt->take_window_shells()) {
-            w->remote_storage.clear();
-            w->remote_storage.shrink_to_fit();
-            window_tombstones().push_back(std::move(w));
-        }
-        delete rt;
-        ctx->rt = nullptr;
-        ctx->magic = weft_context::dead_magic;
-        tombstones().push_back(ctx);
-        return st;
-    });
-}
 
 weft_status_t weft_rank(weft_context_t ctx, uint32_t* rank) {
     REQUIRE_RT(ctx, rt);

@@ -206,7 +206,9 @@ Status Runtime::finalize() {
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
         .store(1, std::memory_order_release);
     monitor_.stop();
-    if (teardown_hook_) teardown_hook_(teardown_hook_arg_);
+    for_each_layer([](LayerEntry& l) {
+        if (l.hooks.on_teardown) l.hooks.on_teardown(l.self);
+    });
     for (auto& w : windows_) {
         if (w->magic == weft_window::live_magic) {
             backend_->window_destroy(*w);
@@ -220,14 +222,54 @@ Status Runtime::finalize() {
     return WEFT_OK;
 }
 
+Status Runtime::add_layer_entry(const void* key, const char* name, void* self, const LayerHooks& hooks) {
+    if (layer_entry(key)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "layer %s is registered twice", name);
+    // A removed entry is reused only by its own key: another layer taking
+    // it would run before layers registered after the removed one.
+    uint32_t i = 0;
+    const uint32_t n = layer_count_.load(std::memory_order_relaxed);
+    while (i < n && layers_[i].key != key) ++i;
+    if (i == max_layers) return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "layer %s: more than %u layers", name, max_layers);
+    LayerEntry& l = layers_[i];
+    l.name = name;
+    l.self = self;
+    l.hooks = hooks;
+    l.in_progress = false;
+    l.key = key;
+    l.on_declared.store(hooks.on_declared, std::memory_order_release);
+    if (i == n) layer_count_.store(n + 1, std::memory_order_release);
+    return WEFT_OK;
+}
+
+void Runtime::remove_layer_entry(const void* key) {
+    const uint32_t n = layer_count_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i) {
+        LayerEntry& l = layers_[i];
+        if (l.key != key) continue;
+        // The entry keeps its key (and its place in the order); a thread
+        // declaring a failure now sees no hook.
+        l.on_declared.store(nullptr, std::memory_order_release);
+        l.hooks = LayerHooks{};
+        l.self = nullptr;
+    }
+}
+
+void* Runtime::layer_entry(const void* key) const {
+    const uint32_t n = layer_count_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i)
+        if (layers_[i].key == key) return layers_[i].self;
+    return nullptr;
+}
+
 void Runtime::declare_failed(uint32_t p, const char* why) {
     if (p >= peers_.size() || p == rank_) return;
     if (failed_[p].exchange(1, std::memory_order_acq_rel) != 0) return;
     WEFT_LOG(info, "peer %u (job %u rank %u pid %d) failed: %s", p, peers_[p].job, peers_[p].rank,
              peers_[p].pid, why);
     failures_declared_.fetch_add(1, std::memory_order_release);
-    if (DeclareHook h = declare_hook_.load(std::memory_order_acquire))
-        h(declare_hook_arg_.load(std::memory_order_relaxed), p);
+    const uint32_t layers = layer_count_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < layers; ++i)
+        if (auto h = layers_[i].on_declared.load(std::memory_order_acquire)) h(layers_[i].self, p);
     if (backend_) backend_->wake();
 }
 
@@ -251,7 +293,9 @@ uint32_t Runtime::dispatch_failures() {
         failure_reported_[p] = 1;
         if (departed(p)) {
             WEFT_LOG(debug, "peer %u finalized and exited: departed, not failed", p);
-            if (failure_listener_) failure_listener_(failure_listener_arg_, p, true);
+            for_each_layer([p](LayerEntry& l) {
+                if (l.hooks.on_peer_gone) l.hooks.on_peer_gone(l.self, p, true);
+            });
             continue;
         }
         ++n;
@@ -264,7 +308,9 @@ uint32_t Runtime::dispatch_failures() {
         if (fence_kill_ && peers_[p].same_host && monitor_.kill(p))
             WEFT_LOG(debug, "peer %u SIGKILLed to fence it (declared failed, maybe only stopped)", p);
         backend_->peer_failed(p);
-        if (failure_listener_) failure_listener_(failure_listener_arg_, p, false);
+        for_each_layer([p](LayerEntry& l) {
+            if (l.hooks.on_peer_gone) l.hooks.on_peer_gone(l.self, p, false);
+        });
         if (failure_handler_) failure_handler_(failure_arg_, p);
         for (const EventHandler& h : event_handlers_)
             if (h.event == WEFT_EVENT_PROC_FAILED) h.fn(h.arg, WEFT_EVENT_PROC_FAILED, p);
@@ -411,16 +457,14 @@ uint32_t Runtime::progress() {
     n += backend_->progress();
     if (__builtin_expect(failures_declared_.load(std::memory_order_relaxed) != failures_dispatched_, 0))
         n += dispatch_failures();
-    // The hook may send, and a send may progress (a full ring): never nest.
-    if (progress_hook_ && !in_progress_hook_) {
-        in_progress_hook_ = true;
-        n += progress_hook_(progress_hook_arg_);
-        in_progress_hook_ = false;
-    }
-    if (ft_hook_ && !in_ft_hook_) {
-        in_ft_hook_ = true;
-        n += ft_hook_(ft_hook_arg_);
-        in_ft_hook_ = false;
+    // A hook may send, and a send may progress (a full ring): never nest.
+    const uint32_t layers = layer_count_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < layers; ++i) {
+        LayerEntry& l = layers_[i];
+        if (!l.hooks.on_progress || l.in_progress) continue;
+        l.in_progress = true;
+        n += l.hooks.on_progress(l.self);
+        l.in_progress = false;
     }
     return n;
 }

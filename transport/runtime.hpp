@@ -20,9 +20,6 @@
 #include <vector>
 
 namespace weft {
-namespace group {
-class Engine;
-}
 
 struct PeerInfo {
     uint32_t job = 0;
@@ -81,30 +78,53 @@ public:
         return std::erase_if(event_handlers_, [&](const EventHandler& h) { return h.id == id; }) != 0;
     }
 
-    // ------------------------------------------- hooks for the layers above
-    // group/ registers these once, right after init. The progress hook runs
-    // at the end of every progress() (never nested inside itself); the
-    // failure listener runs once per peer that is gone, before the user's
-    // handler: departed = it finalized and exited (no failure: the user's
-    // handler does not run), else it failed.
-    using ProgressHook = uint32_t (*)(void* arg);
-    using FailureListener = void (*)(void* arg, uint32_t peer, bool departed);
-    void set_progress_hook(ProgressHook h, void* arg) { progress_hook_ = h, progress_hook_arg_ = arg; }
-    void set_failure_listener(FailureListener l, void* arg) { failure_listener_ = l, failure_listener_arg_ = arg; }
-    // The fault-tolerance layer (group/detector, group/ft): a second
-    // progress hook (same rules as the first, runs after it); a hook run by
-    // declare_failed on whichever thread declares (it must be thread-safe:
-    // the detector uses it to propagate at once); and a hook run by
-    // finalize after its barrier and before the windows go (the detector's
-    // thread stops beating into the state window there).
-    using DeclareHook = void (*)(void* arg, uint32_t peer);
-    using TeardownHook = void (*)(void* arg);
-    void set_ft_progress_hook(ProgressHook h, void* arg) { ft_hook_ = h, ft_hook_arg_ = arg; }
-    void set_declare_hook(DeclareHook h, void* arg) {
-        declare_hook_arg_.store(arg, std::memory_order_relaxed);
-        declare_hook_.store(h, std::memory_order_release);
+    // ------------------------------------------------- the layers above
+    // A layer above (group's engine, its fault tolerance, the drain, ...)
+    // registers its state and its hooks here; the transport calls them and
+    // knows nothing else of the layer. The rules, for every hook:
+    //   on_progress  application thread, at the end of every progress(), in
+    //                registration order; never nested inside itself (a hook
+    //                that sends may progress: it is skipped while it runs).
+    //                Returns the work it did.
+    //   on_peer_gone application thread (inside progress), once per peer
+    //                that is gone, before the user's failure handler:
+    //                departed = it finalized and exited (not a failure: the
+    //                user's handler does not run), else it failed.
+    //   on_declared  the thread that declares a failure (the pidfd monitor,
+    //                a detector thread, the application): thread-safe and
+    //                non-blocking; it must not call into the runtime.
+    //   on_teardown  finalize, after its last barrier and before the
+    //                windows go (a detector stops beating into them there).
+    // Any hook may be null. A layer registers once per key, during init
+    // (on the application thread), and removes itself before its state
+    // goes; the entries are kept in a fixed array so on_declared can run
+    // concurrently with a removal (it sees the hook or null, never a torn
+    // entry).
+    struct LayerHooks {
+        uint32_t (*on_progress)(void* self) = nullptr;
+        void (*on_peer_gone)(void* self, uint32_t peer, bool departed) = nullptr;
+        void (*on_declared)(void* self, uint32_t peer) = nullptr;
+        void (*on_teardown)(void* self) = nullptr;
+    };
+    // Names a layer's state, and gives it back typed: each layer defines
+    // one `inline constexpr LayerKey<ItsState> key{"name"}`.
+    template <typename State>
+    struct LayerKey {
+        const char* name;
+    };
+    template <typename State>
+    Status add_layer(const LayerKey<State>& key, State* self, const LayerHooks& hooks) {
+        return add_layer_entry(&key, key.name, self, hooks);
     }
-    void set_teardown_hook(TeardownHook h, void* arg) { teardown_hook_ = h, teardown_hook_arg_ = arg; }
+    template <typename State>
+    void remove_layer(const LayerKey<State>& key) {
+        remove_layer_entry(&key);
+    }
+    // The state registered under key, or null.
+    template <typename State>
+    State* layer(const LayerKey<State>& key) const {
+        return static_cast<State*>(layer_entry(&key));
+    }
     // Fencing: true once a failure of p (not a departure) was dispatched;
     // from then on p's active messages are dropped (deliver_am).
     bool peer_fenced(uint32_t p) const { return p < fenced_.size() && fenced_[p]; }
@@ -198,18 +218,27 @@ private:
     uint64_t hold_limit_ = 64ull << 20;  // WEFT_AM_HOLD_BYTES
     bool held_ready_ = false;            // a handler came for an id with held messages
     bool delivering_held_ = false;       // deliver_held is on the stack (handlers may progress)
-    ProgressHook progress_hook_ = nullptr;
-    void* progress_hook_arg_ = nullptr;
-    bool in_progress_hook_ = false;
-    FailureListener failure_listener_ = nullptr;
-    void* failure_listener_arg_ = nullptr;
-    ProgressHook ft_hook_ = nullptr;
-    void* ft_hook_arg_ = nullptr;
-    bool in_ft_hook_ = false;
-    std::atomic<DeclareHook> declare_hook_{nullptr};
-    std::atomic<void*> declare_hook_arg_{nullptr};
-    TeardownHook teardown_hook_ = nullptr;
-    void* teardown_hook_arg_ = nullptr;
+    // The layers above, in registration order (see LayerHooks).
+    struct LayerEntry {
+        const void* key = nullptr;  // null: a free entry
+        const char* name = nullptr;
+        void* self = nullptr;
+        LayerHooks hooks;
+        std::atomic<void (*)(void*, uint32_t)> on_declared{nullptr};  // read by any thread
+        bool in_progress = false;
+    };
+    static constexpr uint32_t max_layers = 8;
+    LayerEntry layers_[max_layers];
+    std::atomic<uint32_t> layer_count_{0};
+    Status add_layer_entry(const void* key, const char* name, void* self, const LayerHooks& hooks);
+    void remove_layer_entry(const void* key);
+    void* layer_entry(const void* key) const;
+    template <typename Fn>
+    void for_each_layer(Fn fn) {
+        const uint32_t n = layer_count_.load(std::memory_order_relaxed);
+        for (uint32_t i = 0; i < n; ++i)
+            if (layers_[i].self) fn(layers_[i]);
+    }
     std::vector<uint8_t> fenced_;  // application thread only
     uint64_t fenced_drops_ = 0;
     uint32_t fenced_count_ = 0;
@@ -248,13 +277,22 @@ private:
 
 }  // namespace weft
 
-// The C context handle: a tombstone-able shell around the Runtime.
+// The C context handle: a tombstone-able shell around the Runtime. It is
+// made, brought up and torn down by context/ (the one folder that knows
+// every layer); a layer finds its own state through the Runtime
+// (Runtime::layer), never through the handle.
 struct weft_context {
     static constexpr uint64_t live_magic = 0x57454654434c5645ull;
     static constexpr uint64_t dead_magic = 0x5745465443444541ull;
     uint64_t magic = live_magic;
     weft::Runtime* rt = nullptr;
-    weft::group::Engine* engine = nullptr;  // communicators (group/)
-    void* group = nullptr;                  // group/'s layer state
-    void* drain = nullptr;                  // drain/'s thread (drain::Drain)
 };
+
+namespace weft {
+// The Runtime of a live context handle, or null (null, finalized or not a
+// context). Every C entry that takes a context starts here.
+inline Runtime* runtime_of(const weft_context* ctx) {
+    if (__builtin_expect(!ctx || ctx->magic != weft_context::live_magic, 0)) return nullptr;
+    return ctx->rt;
+}
+}  // namespace weft
