@@ -1,4 +1,4 @@
-// ft_bench.cpp — fault-tolerance latencies (issue 5), run under weft-run:
+// ft_bench.cpp — fault-tolerance latencies (bench/RESULTS.md), run under weft-run:
 //   weft-run -n 8 build/bench/ft_bench [--reps 200]
 //   weft-run -n 8 --keep-survivors --fault kill:rank=7:at=ft_bench.victim build/bench/ft_bench --kill
 // Rank 0 prints RESULT lines: medians over the repetitions of agree,

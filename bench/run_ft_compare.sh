@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_ft_compare.sh BUILD_DIR [REPS] — issue 5's fault-tolerance numbers in
+# run_ft_compare.sh BUILD_DIR [REPS] — the fault-tolerance numbers in
 # one run: bench/ft_bench at 2, 4, 8 and 16 ranks over shm, failure-free and
 # with the last rank SIGKILLed by weft-run at a fault point; then the same
 # failure-free workload on MPICH (bench/mpi/ft_mpi.c), which records that it

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_mpi_compare.sh BUILD_DIR [OUT_DIR] — weft against Debian's Open MPI and
 # MPICH on this machine, in one run: 8-byte ping-pong, barrier, 8-byte
-# allreduce and 1 MiB allreduce at 2, 4 and 8 ranks (issue 4's performance
+# allreduce and 1 MiB allreduce at 2, 4 and 8 ranks (the performance
 # section). Every program runs bench/coll_bench.h's code; only the library
 # underneath differs (bench/coll_weft.cpp, bench/mpi/coll_mpi.c).
 #

@@ -286,7 +286,7 @@ Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t co
 }
 
 // Once validate_global put failures in G, collectives run over the
-// survivors (seed 003): the hidden communicator Comm::survivors. A root is
+// survivors (docs/fault-tolerance.md): the hidden communicator Comm::survivors. A root is
 // renumbered into it; a root in G is an error.
 Status survivor_root(const Comm& c, uint32_t& root, const char* fn) {
     if (root >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);

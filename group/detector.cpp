@@ -96,7 +96,7 @@ Status Detector::attach() {
         mode_ = Mode::channel;
         channel_wait_ns_ = std::max<uint64_t>(cfg_.period_ns / 4, ms);
     } else {
-        // DESIGN.md: emulated atomics (and gets) move only when the target
+        // Emulated atomics (and gets) move only when the target
         // progresses; a rank computing for a second would be declared dead.
         // UCX over a NIC (rc/ud) has no observer channel yet; its progress
         // path is opt-in (WEFT_FT_DETECTOR=progress): blocking reads of a

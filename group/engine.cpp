@@ -260,12 +260,6 @@ std::vector<Engine::ClockRecord> Engine::clock_records() const {
     return out;
 }
 
-Comm* Engine::comm_in_slot(uint32_t slot) const {
-    for (const auto& c : comms_)
-        if (c->slot == slot) return c.get();
-    return nullptr;
-}
-
 uint64_t Engine::drain_rendezvous(uint64_t& bytes) {
     uint64_t n = 0;
     auto drain_queue = [&](MatchQueue& q) {

@@ -362,7 +362,6 @@ public:
     std::vector<ClockRecord> clock_records() const;
     // How often this rank took the slot (its target's use field).
     uint16_t slot_use(uint32_t slot) const { return slot < slot_uses_.size() ? slot_uses_[slot] : 0; }
-    Comm* comm_in_slot(uint32_t slot) const;
     // Pulls every unmatched rendezvous message into weft's buffer (its
     // unexpected entry becomes an eager one) and answers DRAINED. Returns
     // how many it pulled; `bytes` adds their size.
@@ -421,7 +420,6 @@ private:
     static uint64_t slot_word(uint32_t slot, uint16_t use) { return slot | (uint64_t(use) << 32); }
     void maybe_release_comm(Comm* c);
     uint64_t next_context_counter() { return next_ctx_counter_++; }
-    Status exchange_slots(Comm& c);
     Status run_blocking(Request* r);
 
     // Arrivals (from the transport's handler) and their protocol.

@@ -317,7 +317,6 @@ void Ft::step(Instance& in) {
         // We coordinate now: ask whoever has not contributed (a member that
         // already decided answers with the decision).
         in.coord = co;
-        ++coordinated_;
         for (uint32_t r = 0; r < c.size; ++r)
             if (r != me && !member_failed(c, r) && !in.contribs[r].present)
                 send(c.members[r], query, c.id, in.seq, me, me, false, nullptr, nullptr);

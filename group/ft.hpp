@@ -1,5 +1,5 @@
 // ft.hpp — fault tolerance above the detector: per-communicator failed
-// sets (seed 003: L and G), the fault-tolerant agreement that validate_global,
+// sets (L and G: docs/fault-tolerance.md), the fault-tolerant agreement that validate_global,
 // agree and shrink run, and revoke (docs/fault-tolerance.md).
 //
 // Agreement protocol (one instance per (communicator, sequence number); all
@@ -96,9 +96,8 @@ public:
     // Marks c revoked here and floods the notice to every member.
     void revoke(Comm& c);
 
-    // For tests and benchmarks: instances this rank coordinated; the
-    // communicators with failed sets and the agreement instances kept here.
-    uint64_t coordinated() const { return coordinated_; }
+    // For tests and benchmarks: the communicators with failed sets and the
+    // agreement instances kept here.
     size_t tracked_comms() const { return comms_.size(); }
     // The calling thread's FAILED_NEW cursors, of all contexts (tests).
     static size_t thread_cursors();
@@ -145,8 +144,6 @@ private:
               bool committed, const std::vector<uint64_t>* value, const std::vector<uint64_t>* acc);
     void decide(Instance& in, const std::vector<uint64_t>& v);
     Instance& instance(uint64_t comm_id, uint64_t seq);
-    void flood_revoke(Comm& c);
-    Comm* comm_by_id(uint64_t id);
 
     Engine& eng_;
     Runtime& rt_;
@@ -173,7 +170,6 @@ private:
     bool recently_released(uint64_t id) const {
         return std::find(released_.begin(), released_.end(), id) != released_.end();
     }
-    uint64_t coordinated_ = 0;
     uint32_t open_ = 0;  // instances entered here and not decided
     struct PendingAgree {
         uint64_t comm_id, seq;

@@ -180,7 +180,7 @@ static weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_f
         Status s = t.ft->agree(*t.c, v);
         if (s != WEFT_OK) return s;
         adopt_global(f, *t.c, v);
-        // After validate_global L = G = the cleared set (seed 003).
+        // After validate_global L = G = the cleared set (docs/fault-tolerance.md).
         for (uint32_t r : f.g_order) t.ft->clear(*t.c, f, r);
         s = rebuild_survivors(t);
         if (s != WEFT_OK) return s;

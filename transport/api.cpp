@@ -250,8 +250,8 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
         Status st = rt.backend().flush(*win, rank);
         if (rank != WEFT_RANK_ALL) return st;
         // Every live target completed; a target that failed since the last
-        // flush of all is reported now, once (seed 003's RMA errors at the
-        // next synchronisation; operations to live targets still complete).
+        // flush of all is reported now, once (docs/fault-tolerance.md: RMA errors at
+        // the next synchronisation; operations to live targets still complete).
         if (win->failure_reported.size() != win->nranks) win->failure_reported.assign(win->nranks, 0);
         for (uint32_t r = 0; r < win->nranks; ++r) {
             if (!rt.peer_failed(r) || win->failure_reported[r] || (r < win->proc_null.size() && win->proc_null[r])) continue;

@@ -175,8 +175,8 @@ struct weft_window {
     bool state = false;           // the pinned state window
     void* backend_data = nullptr; // owned by the backend
     std::vector<weft::RemoteRegion> remote_storage;
-    // Failed targets a flush(WEFT_RANK_ALL) already reported (seed 003: a
-    // failure surfaces at the next synchronisation, once).
+    // Failed targets a flush(WEFT_RANK_ALL) already reported (docs/fault-tolerance.md:
+    // a failure surfaces at the next synchronisation, once).
     std::vector<uint8_t> failure_reported;
     // By rank: failed and recognised by weft_window_validate (weft/ft.h);
     // operations on it are PROC_NULL. Looked at only once a target failed.

@@ -129,7 +129,6 @@ public:
     // from then on p's active messages are dropped (deliver_am).
     bool peer_fenced(uint32_t p) const { return p < fenced_.size() && fenced_[p]; }
     uint32_t fenced_count() const { return fenced_count_; }
-    uint64_t fenced_drops() const { return fenced_drops_; }
 
     // Thread level. With MULTIPLE every C entry point takes api_mutex();
     // blocking calls release it while they wait (see group/).

@@ -1,5 +1,5 @@
 // test_drain.cpp — the drain (drain.h): the Collective Clock and the
-// point-to-point drain, on the situations of seed 001 and the drain issue.
+// point-to-point drain, on the situations of docs/drain.md.
 //
 // Every test is collective: drains are numbered job-wide and each test runs
 // exactly one (except the soak test), so every rank knows which number to

@@ -1,5 +1,5 @@
-// test_drain_fault.cpp — drains with a member that fails or stops (issue 12,
-// defects 4 and 6; docs/drain.md, "When a member fails or stops").
+// test_drain_fault.cpp — drains with a member that fails or stops
+// (docs/drain.md, "When a member fails or stops").
 //
 // Each test is its own ctest entry (tests/mp/CMakeLists.txt: GTEST_FILTER
 // and the fault weft-run injects). A drain must end within its bound with a
@@ -49,7 +49,7 @@ weft_drain_result_t wait_bounded(uint64_t number, const char* what) {
     if (st == WEFT_ERR_TIMEOUT && res.drain == 0) {
         std::fprintf(stderr,
                      "[rank %u] FAILED: drain %llu (%s) did not end within %llu ms: the drain hangs "
-                     "(issue 12, defects 4/6)\n",
+                     "(docs/drain.md: every failure case has a bound)\n",
                      rank, static_cast<unsigned long long>(number), what, static_cast<unsigned long long>(wait_bound_ms));
         std::fflush(stderr);
         std::_Exit(4);

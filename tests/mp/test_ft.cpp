@@ -292,7 +292,7 @@ TEST_F(Ft, ValidateGlobalGivesIdenticalG) {
 
 // mp.ft.survivors.*: rank 1 dies at mp.ft.victim. Collectives on the
 // world fail until validate_global puts it in G; then they run over the
-// survivors (seed 003), roots keep their numbers, and allgather leaves the
+// survivors (docs/fault-tolerance.md), roots keep their numbers, and allgather leaves the
 // dead rank's block untouched.
 TEST_F(Ft, CollectivesContinueOverSurvivorsOfG) {
     ASSERT_GE(size, 3u);

@@ -1,5 +1,5 @@
 // test_errhandler.cpp — per-communicator error handlers (weft/comm.h) in a
-// job of one rank: routing, inheritance, the handle rules of seed 003, and
+// job of one rank: routing, inheritance, the handle rules of docs/fault-tolerance.md, and
 // WEFT_ERRORS_ARE_FATAL.
 #include <weft/comm.h>
 #include <weft/ft.h>
