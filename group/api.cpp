@@ -3,6 +3,7 @@
 // Every entry validates handles and arguments (a clear status and a log
 // line, never a crash), takes the context's lock when it is MULTIPLE, and
 // turns any C++ exception into a status.
+#include "transport/api_entry.hpp"
 #include "group/errhandler.hpp"
 #include "group/detector.hpp"
 #include "group/engine.hpp"
@@ -71,16 +72,7 @@ weft_comm* new_handle(Engine& e, Comm* c, weft_comm_t parent = nullptr) {
     return c->handle;
 }
 
-// An enum argument's value as an int, read without loading the enum: a C
-// caller may pass any int, which is undefined behaviour to load as the C++
-// enum type.
-template <typename E>
-int raw(E e) {
-    static_assert(sizeof(E) == sizeof(int));
-    int v;
-    std::memcpy(&v, &e, sizeof v);
-    return v;
-}
+using weft::api::raw;
 bool type_ok(int t) { return t >= 0 && t < WEFT_DATATYPE_COUNT_; }
 bool op_ok(int op) { return op >= 0 && op < WEFT_OP_COUNT_; }
 
