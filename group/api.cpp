@@ -466,18 +466,24 @@ void stop_detector(void* arg) { static_cast<Layer*>(arg)->detector->stop(); }
 
 void progress_loop(Layer* l) {
     Runtime& rt = l->engine->rt();
-    uint32_t idle = 0;
+    // Deadline::never(): the thread's life ends with stop (weft_finalize),
+    // looked at after every pause, the longest of which is 1 ms.
+    weft::Backoff idle(weft::Backoff::progress_thread);
     while (!l->stop.load(std::memory_order_acquire)) {
         uint32_t n;
         {
             RuntimeLock g(rt);  // MULTIPLE is forced with the thread; the gate keeps it out of a drain
             n = l->engine->poll();
         }
-        // Busy while there is traffic; idle, back off to 1 ms so a
-        // progress thread does not steal an oversubscribed rank's core.
-        idle = n ? 0 : std::min<uint32_t>(idle + 1, 1000);
-        if (idle > 16) std::this_thread::sleep_for(std::chrono::microseconds(idle));
-        else std::this_thread::yield();
+        // Busy while there is traffic (a yield lets the application's
+        // threads at the lock); idle, back off to 1 ms so a progress thread
+        // does not steal an oversubscribed rank's core.
+        if (n) {
+            idle.reset();
+            std::this_thread::yield();
+        } else {
+            idle.pause();
+        }
     }
 }
 }  // namespace

@@ -226,10 +226,6 @@ void Engine::unregister_comm(Comm* c) {
     contexts_.erase(c->id | create_bit);
 }
 
-uint64_t* Engine::state_word(uint64_t off) {
-    return reinterpret_cast<uint64_t*>(rt_.state_window()->local_base + off);
-}
-
 void Engine::count_p2p(Comm& c, uint64_t ctx_bits, bool sent) {
     if (ctx_bits & coll_bit) return;  // collectives' own traffic is the Collective Clock's business
     // Creation handshakes (create_bit) are not collectives: the drain must

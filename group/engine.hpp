@@ -28,6 +28,7 @@
 #include <weft/state_window.h>
 
 #include "transport/runtime.hpp"
+#include "transport/state_window_view.hpp"
 
 #include <atomic>
 #include <deque>
@@ -47,17 +48,6 @@ constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path
 class Engine;
 struct Comm;
 
-// How a flag collective waits for its partner (flags.cpp).
-class FlagBackoff {
-public:
-    void pause();
-
-private:
-    static constexpr uint32_t spin_steps = 16;
-    static constexpr uint64_t yield_ns = 200000;
-    uint32_t step_ = 0, sleeps_ = 0;
-    uint64_t yield_since_ = 0;
-};
 struct Request;
 struct Schedule;
 
@@ -386,7 +376,9 @@ public:
     uint64_t release_blocked_receives();
     // Messages and bytes in weft's buffer (unexpected queues).
     void buffered(uint64_t& messages, uint64_t& bytes) const;
-    uint64_t* state_word(uint64_t off);
+    // This rank's word of the state window (comm.cpp, ft.cpp and the
+    // counters here use it): the view's, for std::atomic_ref.
+    uint64_t* state_word(uint64_t off) { return StateWindowView(rt_.state_window()).word(off); }
 
     // Schedules' scratch memory, recycled.
     struct Scratch {
@@ -440,7 +432,7 @@ private:
     Status create_flag_window();
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
-    void rest(FlagBackoff& b);
+    void rest(Backoff& b);
     void clear_flags(uint32_t slot);
 
     Runtime& rt_;

@@ -1,5 +1,6 @@
 // runtime.cpp — init/finalize, peers, failures, handlers, progress, windows.
 #include "transport/runtime.hpp"
+#include "transport/state_window_view.hpp"
 
 #include <weft/state_window.h>
 
@@ -171,13 +172,11 @@ Status Runtime::create_state_window() {
     Status st = window_create(true, nullptr, WEFT_STATE_SIZE, state_window_);
     if (st != WEFT_OK) return WEFT_FAIL(st, "cannot create the pinned state window");
     state_window_->state = true;
-    auto word = [&](uint64_t off) {
-        return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + off));
-    };
-    word(WEFT_STATE_VERSION_OFF).store(WEFT_STATE_LAYOUT_VERSION, std::memory_order_relaxed);
-    word(WEFT_STATE_OWNER_RANK_OFF).store(rank_, std::memory_order_relaxed);
-    word(WEFT_STATE_OWNER_PID_OFF).store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
-    word(WEFT_STATE_MAGIC_OFF).store(WEFT_STATE_MAGIC, std::memory_order_release);
+    const StateWindowView sw(state_window_);
+    sw.at(WEFT_STATE_VERSION_OFF).store(WEFT_STATE_LAYOUT_VERSION, std::memory_order_relaxed);
+    sw.at(WEFT_STATE_OWNER_RANK_OFF).store(rank_, std::memory_order_relaxed);
+    sw.at(WEFT_STATE_OWNER_PID_OFF).store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
+    sw.at(WEFT_STATE_MAGIC_OFF).store(WEFT_STATE_MAGIC, std::memory_order_release);
     return WEFT_OK;
 }
 
@@ -203,8 +202,7 @@ Status Runtime::finalize() {
     if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
     bootstrap_->set_progress(nullptr);
     report_held_at_finalize();
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
-        .store(1, std::memory_order_release);
+    StateWindowView(state_window_).at(WEFT_STATE_FINALIZED_OFF).store(1, std::memory_order_release);
     monitor_.stop();
     for_each_layer([](LayerEntry& l) {
         if (l.hooks.on_teardown) l.hooks.on_teardown(l.self);
@@ -277,10 +275,9 @@ bool Runtime::departed(uint32_t p) const {
     // A finalizing rank says so with an active message (any backend) and in
     // its state window (readable here where it is mapped: shm).
     if (departed_[p]) return true;
-    if (!state_window_ || p >= state_window_->nranks || !state_window_->remote[p].direct) return false;
-    return std::atomic_ref<uint64_t>(
-               *reinterpret_cast<uint64_t*>(state_window_->remote[p].direct + WEFT_STATE_FINALIZED_OFF))
-               .load(std::memory_order_acquire) == 1;
+    if (!state_window_ || p >= state_window_->nranks) return false;
+    uint64_t* finalized = StateWindowView(state_window_).mapped_word(p, WEFT_STATE_FINALIZED_OFF);
+    return finalized && std::atomic_ref<uint64_t>(*finalized).load(std::memory_order_acquire) == 1;
 }
 
 uint32_t Runtime::dispatch_failures() {
