@@ -81,14 +81,13 @@ void futex_wake(uint64_t* w) { syscall(SYS_futex, futex_word(w), FUTEX_WAKE, INT
 
 Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.state_window()), sw_(win_) {
     direct_ = sw_.all_mapped();
-    weft_caps_t caps{};
-    rt_.backend().query_caps(caps);
+    const InternalCaps caps = rt_.backend().internal_caps();
     // Off shared memory, a peer's operations on us may wait for our
-    // progress: emulated atomics (UCX over tcp) move only then, and a UCX
+    // progress: emulated atomics (UCX over tcp) move only then, a UCX
     // endpoint queues everything behind an active message we have not
-    // taken in. The drain thread progresses when the application is not in
-    // weft to do it.
-    needs_progress_ = std::strcmp(rt_.backend().name(), "shm") != 0 || caps.atomics == WEFT_ATOMICS_EMULATED;
+    // taken in, and verbs senders wait for the credits we return. The drain
+    // thread progresses when the application is not in weft to do it.
+    needs_progress_ = caps.remote_ops_need_target_progress || caps.messages_need_target_progress;
     // Reads cost a round N one-sided reads per drain thread; the tree
     // ceil(log2 N) writes and as many waits for partners. Below 64 ranks
     // the reads are cheaper even on a fabric (a few µs); above, the tree.
@@ -107,7 +106,7 @@ Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.stat
     // application did not ask for (OS noise: on 2 soft-RoCE vCPUs, looks
     // every 1 ms cost the fetch-add benchmark 10% of its mean) while a
     // drain is rare and takes milliseconds anyway: 10 ms.
-    const uint64_t idle_us = std::strcmp(rt_.backend().name(), "verbs") == 0 ? 10000 : 1000;
+    const uint64_t idle_us = caps.idle_poll == IdlePoll::sparse ? 10000 : 1000;
     idle_ns_ = std::max<uint64_t>(env_u64("WEFT_DRAIN_IDLE_US", idle_us), 10) * 1000ull;
     // weft-run --drain-on SIG: an eventfd it writes when the signal comes,
     // and a pipe for the report (both inherited).

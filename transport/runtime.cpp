@@ -2,6 +2,8 @@
 #include "transport/runtime.hpp"
 #include "transport/state_window_view.hpp"
 
+#include "transport/registry.hpp"
+
 #include <weft/state_window.h>
 
 #include <algorithm>
@@ -147,24 +149,47 @@ Status Runtime::exchange_identities() {
 }
 
 Status Runtime::choose_backend() {
-    std::string want = env_string("WEFT_TRANSPORT", "auto");
-    if (want == "auto") want = all_same_host() || !ucx_backend_built() ? "shm" : "ucx";
-    Status st;
-    if (want == "shm") {
-        if (!all_same_host())
-            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
-                             "WEFT_TRANSPORT=shm but the job spans several hosts");
-        st = create_shm_backend(*this, backend_);
-    } else if (want == "ucx") {
-        st = create_ucx_backend(*this, backend_);
-    } else if (want == "verbs") {
-        st = create_verbs_backend(*this, backend_);
-    } else {
-        return WEFT_FAIL(WEFT_ERR_UNKNOWN_TRANSPORT,
-                         "WEFT_TRANSPORT=%s: expected shm, ucx, verbs or auto", want.c_str());
+    const std::string want = env_string("WEFT_TRANSPORT", "auto");
+    const bool one_host = all_same_host();
+    // A device is a fact of each host, so auto may take verbs only where
+    // every rank of the universe can: on several hosts each rank says
+    // whether it would (auto with a viable device, or verbs asked for).
+    // Every rank takes part whatever its WEFT_TRANSPORT (the conditions are
+    // the universe's), so jobs of one launch that set it differently still
+    // meet here, and all ranks decide from the same answers
+    // (docs/transports.md).
+    bool verbs_everywhere = false;
+    if (!one_host && find_backend("verbs")->built) {
+        std::string why;
+        const bool mine = want == "verbs" || (want == "auto" && find_backend("verbs")->viable(why) == WEFT_OK);
+        const std::vector<uint8_t> vote{static_cast<uint8_t>(mine)};
+        std::vector<std::vector<uint8_t>> all;
+        Status st = bootstrap_->exchange(wire::Scope::universe, vote, all, op_deadline());
+        if (st != WEFT_OK) return WEFT_FAIL(st, "transport choice: exchange failed");
+        verbs_everywhere = std::all_of(all.begin(), all.end(), [](const auto& v) { return v.size() == 1 && v[0] == 1; });
+        WEFT_LOG(debug, "transport choice: verbs here: %s (%s); on every rank: %s", mine ? "yes" : "no", why.c_str(),
+                 verbs_everywhere ? "yes" : "no");
     }
+    const BackendEntry* b = want == "auto" ? auto_backend(one_host, verbs_everywhere) : find_backend(want);
+    if (!b && want == "auto")
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
+                         "WEFT_TRANSPORT=auto: the job spans several hosts, verbs cannot run on every rank and "
+                         "UCX is not built");
+    if (!b)
+        return WEFT_FAIL(WEFT_ERR_UNKNOWN_TRANSPORT, "WEFT_TRANSPORT=%s: expected %s or auto", want.c_str(),
+                         backend_names().c_str());
+    if (!b->built) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "WEFT_TRANSPORT=%s: not built (%s)", b->name, b->not_built_why);
+    if (b->one_host_only && !one_host)
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "WEFT_TRANSPORT=%s but the job spans several hosts", b->name);
+    if (b->probe_at_selection) {
+        std::string why;
+        Status st = b->viable(why);
+        if (st != WEFT_OK)
+            return WEFT_FAIL(st, "WEFT_TRANSPORT=%s cannot run on this host: %s", want.c_str(), why.c_str());
+    }
+    Status st = b->create(*this, backend_);
     if (st != WEFT_OK) return st;
-    WEFT_LOG(debug, "transport %s bound", backend_->name());
+    WEFT_LOG(debug, "transport %s bound (WEFT_TRANSPORT=%s)", backend_->name(), want.c_str());
     return WEFT_OK;
 }
 

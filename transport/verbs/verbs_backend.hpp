@@ -152,6 +152,7 @@ public:
     Status init();
 
     const char* name() const override { return "verbs"; }
+    InternalCaps internal_caps() const override { return {.messages_need_target_progress = true, .idle_poll = IdlePoll::sparse}; }
     void query_caps(weft_caps_t& c) const override;
     Status window_create(weft_window& w, bool allocate, void* base, size_t size) override;
     void window_destroy(weft_window& w) override;
