@@ -22,6 +22,7 @@
 namespace weft::verbs {
 
 extern const RmaOps verbs_ops;
+extern const RmaOps verbs_no_atomics_ops;
 
 // The per-process connection record exchanged over the bootstrap:
 // fixed part, then one QP number per universe peer (the QP that process
@@ -408,7 +409,8 @@ Status VerbsBackend::window_create(weft_window& w, bool allocate, void* base, si
     w.backend_data = data;
     w.local_base = local;
     w.local_size = size;
-    w.ops = &verbs_ops;
+    // Chosen here, not per operation: no capability check on the hot path.
+    w.ops = atomics_available() ? &verbs_ops : &verbs_no_atomics_ops;
     return WEFT_OK;
 }
 

@@ -172,6 +172,9 @@ public:
     Status atomic(ibv_wr_opcode op, const RemoteRegion& r, uint32_t rank, uint64_t off, uint64_t add_or_cmp,
                   uint64_t swap, uint64_t* old);
     bool atomics_available() const { return dev_.attr.atomic_cap != IBV_ATOMIC_NONE; }
+    // A device without atomics: what every atomic returns (the window's
+    // table binds it instead of atomic()).
+    [[gnu::cold]] Status no_atomics(const RemoteRegion& r, uint32_t rank, uint64_t off);
 
 private:
     // ------------------------------------------------- posting (inline)
