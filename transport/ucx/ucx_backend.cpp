@@ -1,70 +1,26 @@
-// ucx_backend.cpp — the UCX (ucp) backend.
-//
-// One ucp context (RMA | AMO64 | AM | WAKEUP) and one worker per weft
-// context; an endpoint to every process of the universe, created at init
-// from worker addresses exchanged over the bootstrap. Windows are ucp memory
-// regions whose packed rkeys travel over the bootstrap; put/get/atomics are
-// ucp_*_nbx calls on the owner's endpoint, completed by polling the returned
-// request. Active messages share one UCX AM id; the weft handler id and the
-// sender's universe index ride in the AM user header.
-//
-// Two UCX rules shape the code:
-//  * ucp_worker_progress must not run inside a UCX callback, and a weft
-//    handler may send (which progresses). So the AM callback only queues the
-//    arrival; progress() dispatches the queue after ucp_worker_progress has
-//    returned.
-//  * A request we stop waiting for (timeout, dead peer) may still complete
-//    later and write its reply buffer. Buffers UCX may still touch therefore
-//    never live on the stack: they sit in backend-owned slots, and an
-//    abandoned slot is retired (kept alive until the worker is destroyed)
-//    rather than reused.
+// ucx_backend.cpp — the UCX backend's control path: context, worker and
+// endpoints, windows, active messages, progress and teardown. See
+// ucx_backend.hpp for the rules that shape it.
 #include "transport/backend.hpp"
 
 #include <weft/config.hpp>
 
 #if WEFT_HAVE_UCX
 
-#include "transport/runtime.hpp"
-#include "transport/ucx/ucx_observer.hpp"
-
-#include <ucp/api/ucp.h>
+#include "transport/ucx/ucx_backend.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <poll.h>
 #include <string_view>
 
-namespace weft {
+namespace weft::ucx {
+
+extern const RmaOps ucx_ops;
+
 namespace {
-
-// Every weft active message uses this UCX AM id.
-constexpr unsigned weft_am_id = 0x77;
-// Payloads up to this size go eagerly (UCP_AM_SEND_FLAG_EAGER, copied by the
-// receiver); larger ones by rendezvous (UCP_AM_SEND_FLAG_RNDV, pulled into a
-// receiver buffer). 8 KiB is about one shm FIFO element / one tcp bcopy.
-constexpr size_t eager_limit = 8192;
-// Allocated windows are at least this big in UCX so that a zero-byte window
-// still has an aligned, valid base.
-constexpr size_t min_alloc = 64;
-
-// The AM user header.
-struct AmHeader {
-    uint32_t id;             // weft handler id
-    uint32_t src_universe;   // sender's universe index (peer indices differ per job)
-};
-static_assert(sizeof(AmHeader) == 8);
-
-// Buffers UCX reads or writes until a request completes (see the file
-// comment). One cache line so a retired slot never shares one with its
-// successor.
-struct alignas(64) Slot {
-    uint64_t operand = 0;  // atomics: the value (CSWAP: the compare value)
-    uint64_t reply = 0;    // atomics: CSWAP's swap value in, previous value out
-    AmHeader header{};     // am_send: the user header
-};
 
 // The transports UCX_TLS selects can include shared memory. In UCX 1.13,
 // UCP_ERR_HANDLING_MODE_PEER together with shm either fails endpoint
@@ -88,214 +44,11 @@ bool tls_may_use_shm() {
     return false;
 }
 
-bool is_peer_error(ucs_status_t s) {
-    switch (s) {
-        case UCS_ERR_ENDPOINT_TIMEOUT:
-        case UCS_ERR_CONNECTION_RESET:
-        case UCS_ERR_UNREACHABLE:
-        case UCS_ERR_REJECTED:
-        case UCS_ERR_NOT_CONNECTED:
-        case UCS_ERR_CANCELED:
-            return true;
-        default:
-            return false;
-    }
-}
-
-[[gnu::cold]] Status map_ucs(ucs_status_t s, const char* what, uint32_t peer) {
-    return WEFT_FAIL(is_peer_error(s) ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT, "ucx %s (peer %u): %s",
-                     what, peer, ucs_status_string(s));
-}
-
-class UcxBackend;
-
-struct Endpoint {
-    ucp_ep_h ep = nullptr;
-    UcxBackend* backend = nullptr;
-    uint32_t peer = 0;
-    bool dead = false;   // failed: operations fail fast, no flush
-    bool dirty = false;  // a put was issued since the last flush
-};
-
-struct WindowData {
-    UcxBackend* backend = nullptr;
-    ucp_mem_h memh = nullptr;
-    // The state window's packed keys by rank, kept until the observer
-    // channel is bound (its endpoints need them too).
-    std::vector<std::vector<uint8_t>> packed_rkeys;
-};
-
-// A rendezvous message whose data is being pulled into `buf`.
-struct RndvRecv {
-    void* desc = nullptr;  // until handed to ucp_am_recv_data_nbx
-    void* req = nullptr;   // the receive request while in progress
-    uint8_t* buf = nullptr;
-    size_t len = 0;
-    bool started = false;
-    bool done = false;
-    ucs_status_t status = UCS_OK;
-};
-
-// An arrived message waiting for progress() to run its handler.
-struct Arrival {
-    uint32_t source = 0;  // peer index
-    uint32_t id = 0;
-    std::vector<uint8_t> eager;     // eager: the copied payload
-    std::unique_ptr<RndvRecv> rndv;  // rendezvous
-};
-
-// ----------------------------------------------------------------- backend
-class UcxBackend final : public Backend {
-public:
-    explicit UcxBackend(Runtime& rt) : rt_(rt) {}
-    ~UcxBackend() override;
-    Status init();
-
-    const char* name() const override { return "ucx"; }
-    InternalCaps internal_caps() const override { return {true, true, IdlePoll::frequent}; }
-    void query_caps(weft_caps_t& c) const override {
-        const bool local = rt_.all_same_host();
-        c.transport = "ucx";
-        // Over shm UCX's atomics on ucp_mem_map(ALLOCATE) memory are CPU
-        // atomics on the mapped segment; over tcp they are AM-emulated.
-        c.atomics = shm_possible_ && local ? WEFT_ATOMICS_CPU : WEFT_ATOMICS_EMULATED;
-        c.atomics_registered = WEFT_ATOMICS_EMULATED;
-        c.atomic_scope = WEFT_ATOMIC_SCOPE_GLOBAL;
-        c.ordered_puts = 0;
-        c.peer_failure_immediate = local ? 1 : 0;  // weft's pidfd monitor
-        c.am_eager_limit = eager_limit;
-        c.am_max_size = WEFT_AM_MAX_SIZE;
-    }
-    Status window_create(weft_window& w, bool allocate, void* base, size_t size) override;
-    void window_destroy(weft_window& w) override;
-    Status flush(weft_window& w, uint32_t rank) override;
-    size_t am_eager_limit() const override { return eager_limit; }
-    Status am_send(uint32_t peer, uint32_t id, const void* payload, size_t len) override;
-    void depart(std::span<const uint32_t> peers, uint32_t id, const void* payload, size_t len, Deadline d) override;
-    uint32_t progress() override;
-    void wait_for_event(uint64_t timeout_ns) override;
-    void wake() override { ucp_worker_signal(worker_); }
-    void peer_failed(uint32_t peer) override {
-        kill_endpoint(peer);
-        if (observer_ && peer < rt_.size()) observer_->close(peer);
-    }
-    ObserverChannel* observer_channel(const weft_window& state_window) override;
-    Status expose(const void* buf, size_t len, ExposedBuffer& out) override;
-    void unexpose(ExposedBuffer& b) override;
-    Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
-                size_t len) override;
-
-    // ------------------------------------------------------- datapath
-    // Each returns once the operation's local buffers are complete (put:
-    // src reusable; get/atomics: result in place).
-    Status put(const RemoteRegion& r, uint32_t rank, uint64_t off, const void* src, size_t len) {
-        Endpoint& e = eps_[rank];
-        if (__builtin_expect(e.dead, 0)) return dead_endpoint(rank, "put");
-        e.dirty = true;
-        ucp_request_param_t p;
-        p.op_attr_mask = 0;
-        ucs_status_ptr_t req = ucp_put_nbx(e.ep, src, len, r.addr + off, static_cast<ucp_rkey_h>(r.rkey), &p);
-        if (__builtin_expect(req == nullptr, 1)) return WEFT_OK;
-        return complete(req, rank, "put");
-    }
-    Status get(const RemoteRegion& r, uint32_t rank, uint64_t off, void* dst, size_t len) {
-        Endpoint& e = eps_[rank];
-        if (__builtin_expect(e.dead, 0)) return dead_endpoint(rank, "get");
-        ucp_request_param_t p;
-        p.op_attr_mask = 0;
-        ucs_status_ptr_t req = ucp_get_nbx(e.ep, dst, len, r.addr + off, static_cast<ucp_rkey_h>(r.rkey), &p);
-        if (__builtin_expect(req == nullptr, 1)) return WEFT_OK;
-        return complete(req, rank, "get");
-    }
-    // CSWAP: operand = compare value, reply = swap value in / old value out
-    // (ucp.h's atomic table: Result=Y; if (X==Y) Y=Z with X=buffer,
-    // Z=reply_buffer).
-    Status atomic(ucp_atomic_op_t op, const RemoteRegion& r, uint32_t rank, uint64_t off, uint64_t operand,
-                  uint64_t reply_in, uint64_t* old) {
-        Endpoint& e = eps_[rank];
-        if (__builtin_expect(e.dead, 0)) return dead_endpoint(rank, "atomic");
-        Slot* s = slot_;
-        s->operand = operand;
-        s->reply = reply_in;
-        ucp_request_param_t p;
-        p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
-        p.datatype = ucp_dt_make_contig(8);
-        p.reply_buffer = &s->reply;
-        ucs_status_ptr_t req =
-            ucp_atomic_op_nbx(e.ep, op, &s->operand, 1, r.addr + off, static_cast<ucp_rkey_h>(r.rkey), &p);
-        if (__builtin_expect(req != nullptr, 0)) {
-            Status st = complete(req, rank, "atomic");
-            if (st != WEFT_OK) return st;  // outputs only on success
-        }
-        *old = s->reply;
-        return WEFT_OK;
-    }
-
-private:
-    static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
-                              const ucp_am_recv_param_t* param);
-    static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
-
-    // Waits for a request; frees it (or abandons it) in every case.
-    [[gnu::noinline]] Status complete(ucs_status_ptr_t req, uint32_t peer, const char* what);
-    [[gnu::cold]] Status dead_endpoint(uint32_t peer, const char* what) {
-        return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "ucx %s: peer %u has failed", what, peer);
-    }
-    [[gnu::cold]] void abandon(void* req);
-    void start_rndv();
-    uint32_t dispatch();
-    Status unpack_window(weft_window& w, const std::vector<std::vector<uint8_t>>& all, bool allocate,
-                         void* base);
-
-    Runtime& rt_;
-    ucp_context_h context_ = nullptr;
-    ucp_worker_h worker_ = nullptr;
-    int efd_ = -1;
-    bool shm_possible_ = true;
-    bool peer_err_mode_ = false;
-    bool closing_ = false;  // destructor: endpoint errors are our own force-close
-    std::vector<ucs_status_ptr_t> killed_;  // force-closes in progress, finished by the destructor
-    void kill_endpoint(uint32_t peer);
-    void force_close(Endpoint& e);
-    std::vector<Endpoint> eps_;  // by peer index; never resized after init (callback args)
-    Slot* slot_ = nullptr;
-    std::vector<Slot*> retired_;  // slots of abandoned requests, freed after the worker
-    std::deque<Arrival> arrivals_;
-    uint32_t unstarted_rndv_ = 0;
-    std::vector<std::vector<uint8_t>> spare_;  // recycled eager buffers
-    std::vector<ucs_status_ptr_t> flush_reqs_;
-    // depart(): its message's header and payload, which UCX may read until
-    // its requests complete (they are abandoned at the deadline), so they
-    // live as long as the backend.
-    AmHeader depart_header_{};
-    std::vector<uint8_t> depart_payload_;
-    std::unique_ptr<UcxObserver> observer_;  // the failure detector's worker
-};
-
-// ------------------------------------------------------------- RMA table
-inline UcxBackend* backend_of(weft_window* w) { return static_cast<WindowData*>(w->backend_data)->backend; }
-
-Status ucx_put(weft_window* w, uint32_t rank, uint64_t off, const void* src, size_t len) {
-    return backend_of(w)->put(w->remote[rank], rank, off, src, len);
-}
-Status ucx_get(weft_window* w, uint32_t rank, uint64_t off, void* dst, size_t len) {
-    return backend_of(w)->get(w->remote[rank], rank, off, dst, len);
-}
-Status ucx_fetch_add(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old) {
-    return backend_of(w)->atomic(UCP_ATOMIC_OP_ADD, w->remote[rank], rank, off, v, 0, old);
-}
-Status ucx_compare_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t expected, uint64_t desired,
-                        uint64_t* old) {
-    return backend_of(w)->atomic(UCP_ATOMIC_OP_CSWAP, w->remote[rank], rank, off, expected, desired, old);
-}
-Status ucx_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old) {
-    return backend_of(w)->atomic(UCP_ATOMIC_OP_SWAP, w->remote[rank], rank, off, v, 0, old);
-}
-
-constexpr RmaOps ucx_ops{ucx_put, ucx_get, ucx_fetch_add, ucx_compare_swap, ucx_swap};
+}  // namespace
 
 // ---------------------------------------------------------------- init
 Status UcxBackend::init() {
+    arrivals_.resize(rt_.universe_size());  // before any callback can queue
     shm_possible_ = tls_may_use_shm();
     peer_err_mode_ = !shm_possible_;
 
@@ -392,13 +145,13 @@ Status UcxBackend::init() {
 UcxBackend::~UcxBackend() {
     // Pending rendezvous receives: release the requests (UCX finishes or
     // drops them internally); their buffers outlive the worker.
-    for (auto& a : arrivals_) {
-        if (!a.rndv) continue;
-        if (a.rndv->req) ucp_request_free(a.rndv->req);
-        else if (a.rndv->desc && worker_) ucp_am_data_release(worker_, a.rndv->desc);
-        a.rndv->req = nullptr;
-        a.rndv->desc = nullptr;
-    }
+    arrivals_.for_each([&](Arrival& a) {
+        if (!a.rndv) return;
+        if (a.pull.req) ucp_request_free(a.pull.req);
+        else if (a.pull.desc && worker_) ucp_am_data_release(worker_, a.pull.desc);
+        a.pull.req = nullptr;
+        a.pull.desc = nullptr;
+    });
     closing_ = true;
     if (worker_) {
         // finalize completed everything we sent before its barrier
@@ -413,49 +166,12 @@ UcxBackend::~UcxBackend() {
     }
     observer_.reset();  // its worker, before the context (the detector thread has stopped)
     if (context_) ucp_cleanup(context_);
-    for (auto& a : arrivals_)
-        if (a.rndv) std::free(a.rndv->buf);
+    arrivals_.for_each([](Arrival& a) {
+        if (a.rndv) std::free(a.pull.buf);
+        a.pull.buf = nullptr;
+    });
     delete slot_;
     for (Slot* s : retired_) delete s;
-}
-
-// ------------------------------------------------------------- waiting
-Status UcxBackend::complete(ucs_status_ptr_t req, uint32_t peer, const char* what) {
-    if (UCS_PTR_IS_ERR(req)) return map_ucs(UCS_PTR_STATUS(req), what, peer);
-    const Deadline d = rt_.op_deadline();
-    Backoff backoff;
-    for (;;) {
-        const unsigned events = ucp_worker_progress(worker_);
-        // A peer blocked in its own rendezvous send to us needs our pull.
-        if (unstarted_rndv_) start_rndv();
-        const ucs_status_t s = ucp_request_check_status(req);
-        if (s != UCS_INPROGRESS) {
-            ucp_request_free(req);
-            return s == UCS_OK ? WEFT_OK : map_ucs(s, what, peer);
-        }
-        if (rt_.peer_failed(peer) || eps_[peer].dead) {
-            // With peer error handling a force-close makes UCX complete
-            // (purge) every request of the endpoint; until it has, a reply
-            // the peer wrote before it died may still land in our buffer (a
-            // get over tcp), so keep progressing rather than give the buffer
-            // back. Waiting for UCX to notice by itself takes its whole
-            // endpoint timeout (tens of seconds over rc_verbs), while weft
-            // knew at once (pidfd monitor, launcher, detector).
-            // Without peer error handling (shm possible) UCX never reports: abandon.
-            if (peer_err_mode_) {
-                kill_endpoint(peer);
-            } else {
-                abandon(req);
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "ucx %s: peer %u failed during the operation", what, peer);
-            }
-        }
-        if (d.passed()) {
-            abandon(req);
-            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "ucx %s: peer %u did not complete within %llu ms (is it progressing?)",
-                             what, peer, static_cast<unsigned long long>(rt_.timeout_ns() / 1000000));
-        }
-        if (events == 0) backoff.pause();
-    }
 }
 
 ObserverChannel* UcxBackend::observer_channel(const weft_window& sw) {
@@ -475,14 +191,6 @@ void UcxBackend::kill_endpoint(uint32_t peer) {
 }
 
 void UcxBackend::force_close(Endpoint& e) { force_close_ep(e.ep, killed_); }
-
-void UcxBackend::abandon(void* req) {
-    // UCX keeps progressing a freed request and may still write the slot
-    // (an emulated atomic's late reply): retire it, take a fresh one.
-    ucp_request_free(req);
-    retired_.push_back(slot_);
-    slot_ = new Slot{};
-}
 
 // ------------------------------------------------------------- windows
 Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size_t size) {
@@ -770,7 +478,7 @@ void UcxBackend::depart(std::span<const uint32_t> peers, uint32_t id, const void
     Backoff backoff;
     while (!pending.empty()) {
         const unsigned events = ucp_worker_progress(worker_);
-        if (unstarted_rndv_) start_rndv();  // a peer's rendezvous to us may be what it waits on
+        if (arrivals_.unstarted()) start_rndv();  // a peer's rendezvous to us may be what it waits on
         std::erase_if(pending, [&](const Pending& q) {
             const ucs_status_t s = ucp_request_check_status(q.req);
             if (s == UCS_INPROGRESS) return false;
@@ -808,36 +516,23 @@ ucs_status_t UcxBackend::on_am(void* arg, const void* header, size_t header_leng
                  self->rt_.universe_size());
         return UCS_OK;
     }
-    Arrival a;
-    a.source = self->rt_.peer_of_universe(h.src_universe);
-    a.id = h.id;
+    const uint32_t source = self->rt_.peer_of_universe(h.src_universe);
     if (!rndv) {
-        if (!self->spare_.empty()) {
-            a.eager = std::move(self->spare_.back());
-            self->spare_.pop_back();
-        }
-        const auto* p = static_cast<const uint8_t*>(data);
-        a.eager.assign(p, p + length);
-        self->arrivals_.push_back(std::move(a));
+        self->arrivals_.push_eager(source, h.id, data, length);
         return UCS_OK;
     }
     // Rendezvous: keep the descriptor; progress() starts the pull outside
     // this callback.
-    a.rndv = std::make_unique<RndvRecv>();
-    a.rndv->desc = data;
-    a.rndv->len = length;
-    self->arrivals_.push_back(std::move(a));
-    ++self->unstarted_rndv_;
+    RndvPull& rv = self->arrivals_.push_rndv(source, h.id).pull;
+    rv.desc = data;
+    rv.len = length;
     return UCS_INPROGRESS;
 }
 
 void UcxBackend::start_rndv() {
-    for (auto& a : arrivals_) {
-        if (!unstarted_rndv_) break;
-        if (!a.rndv || a.rndv->started) continue;
-        RndvRecv& rv = *a.rndv;
-        rv.started = true;
-        --unstarted_rndv_;
+    arrivals_.start_pulls([&](Arrival& a) {
+        arrivals_.mark_started(a);
+        RndvPull& rv = a.pull;
         rv.buf = static_cast<uint8_t*>(std::malloc(rv.len));
         if (!rv.buf) {
             WEFT_LOG(error, "ucx: no memory for a %zu-byte rendezvous message from peer %u: dropped", rv.len,
@@ -846,7 +541,7 @@ void UcxBackend::start_rndv() {
             rv.desc = nullptr;
             rv.done = true;
             rv.status = UCS_ERR_NO_MEMORY;
-            continue;
+            return;
         }
         ucp_request_param_t p;
         p.op_attr_mask = 0;
@@ -861,57 +556,43 @@ void UcxBackend::start_rndv() {
         } else {
             rv.req = r;
         }
-    }
+    });
 }
 
 uint32_t UcxBackend::dispatch() {
-    uint32_t n = 0;
-    while (!arrivals_.empty()) {
-        Arrival& head = arrivals_.front();
-        if (head.rndv) {
-            RndvRecv& rv = *head.rndv;
-            if (!rv.done && rv.req) {
-                ucs_status_t s = ucp_request_check_status(rv.req);
-                if (s != UCS_INPROGRESS) {
-                    ucp_request_free(rv.req);
-                    rv.req = nullptr;
-                    rv.done = true;
-                    rv.status = s;
-                }
+    auto pulled = [&](Arrival& a) {
+        RndvPull& rv = a.pull;
+        if (!rv.done && rv.req) {
+            ucs_status_t s = ucp_request_check_status(rv.req);
+            if (s != UCS_INPROGRESS) {
+                ucp_request_free(rv.req);
+                rv.req = nullptr;
+                rv.done = true;
+                rv.status = s;
             }
-            // Stop here, not skip: later messages from the same sender must
-            // not overtake this one.
-            if (!rv.done) break;
         }
-        // Pop before running the handler: it may progress (and dispatch)
-        // again.
-        Arrival a = std::move(head);
-        arrivals_.pop_front();
-        if (a.rndv) {
-            if (a.rndv->status == UCS_OK) {
-                rt_.deliver_am(a.source, a.id, a.rndv->buf, a.rndv->len);
-                ++n;
-            } else {
-                WEFT_LOG(error, "ucx: dropped a %zu-byte rendezvous message (id %u) from peer %u: %s", a.rndv->len,
-                         a.id, a.source, ucs_status_string(a.rndv->status));
-            }
-            std::free(a.rndv->buf);
-        } else {
+        return rv.done;
+    };
+    return arrivals_.dispatch(pulled, [&](Arrival& a) {
+        if (!a.rndv) {
             rt_.deliver_am(a.source, a.id, a.eager.data(), a.eager.size());
-            ++n;
-            if (spare_.size() < 64 && a.eager.capacity() <= 2 * eager_limit) {
-                a.eager.clear();
-                spare_.push_back(std::move(a.eager));
-            }
+            return true;
         }
-    }
-    return n;
+        const bool ok = a.pull.status == UCS_OK;
+        if (ok)
+            rt_.deliver_am(a.source, a.id, a.pull.buf, a.pull.len);
+        else
+            WEFT_LOG(error, "ucx: dropped a %zu-byte rendezvous message (id %u) from peer %u: %s", a.pull.len, a.id,
+                     a.source, ucs_status_string(a.pull.status));
+        std::free(a.pull.buf);
+        return ok;
+    });
 }
 
 // ------------------------------------------------------------ progress
 uint32_t UcxBackend::progress() {
     ucp_worker_progress(worker_);
-    if (unstarted_rndv_) start_rndv();
+    if (arrivals_.unstarted()) start_rndv();
     return arrivals_.empty() ? 0 : dispatch();
 }
 
@@ -941,12 +622,14 @@ void UcxBackend::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
     e->backend->rt_.declare_failed(e->peer, why);
 }
 
-}  // namespace
+}  // namespace weft::ucx
+
+namespace weft {
 
 bool ucx_backend_built() { return true; }
 
 Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
-    return make_backend<UcxBackend>(rt, out);
+    return make_backend<ucx::UcxBackend>(rt, out);
 }
 
 }  // namespace weft

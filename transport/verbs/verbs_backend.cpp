@@ -22,6 +22,7 @@
 namespace weft::verbs {
 
 extern const RmaOps verbs_ops;
+extern const RmaOps verbs_no_atomics_ops;
 
 // The per-process connection record exchanged over the bootstrap:
 // fixed part, then one QP number per universe peer (the QP that process
@@ -41,6 +42,9 @@ struct ConnRecord {
 static_assert(sizeof(ConnRecord) == 64);
 
 namespace {
+
+// A queued rendezvous is deliverable once its reads completed (or failed).
+bool pulled(const Arrival& a) { return a.pull.done; }
 
 const char* mode_name(uint8_t m) {
     switch (static_cast<ConnectMode>(m)) {
@@ -75,6 +79,7 @@ Status VerbsBackend::init() {
     st = open_device(dev_, mode == ConnectMode::rdma_cm);
     if (st != WEFT_OK) return st;
     nconns_ = rt_.universe_size();
+    arrivals_.resize(nconns_);
     pd_ = ibv_alloc_pd(dev_.ctx);
     if (!pd_) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: ibv_alloc_pd: %s", std::strerror(errno));
     channel_ = ibv_create_comp_channel(dev_.ctx);
@@ -297,8 +302,10 @@ VerbsBackend::~VerbsBackend() {
         }
     }
     closing_ = true;
-    for (auto& a : arrivals_)
-        if (a.mr) ibv_dereg_mr(a.mr);
+    arrivals_.for_each([](Arrival& a) {
+        if (a.pull.mr) ibv_dereg_mr(a.pull.mr);
+        a.pull.mr = nullptr;
+    });
     arrivals_.clear();
     if (conns_)
         for (uint32_t p = 0; p < nconns_; ++p)
@@ -408,7 +415,8 @@ Status VerbsBackend::window_create(weft_window& w, bool allocate, void* base, si
     w.backend_data = data;
     w.local_base = local;
     w.local_size = size;
-    w.ops = &verbs_ops;
+    // Chosen here, not per operation: no capability check on the hot path.
+    w.ops = atomics_available() ? &verbs_ops : &verbs_no_atomics_ops;
     return WEFT_OK;
 }
 
@@ -533,21 +541,12 @@ void VerbsBackend::on_recv(Conn& c, uint32_t slot, const ibv_wc& wc) {
         repost(c, slot);
         return;
     }
-    Arrival a;
-    a.source = c.peer;
-    a.id = id;
     if (kind == AmKind::rts) {
-        a.rndv = true;
-        std::memcpy(&a.rts, buf, sizeof a.rts);
-        ++unstarted_rndv_;
+        RndvPull& rv = arrivals_.push_rndv(c.peer, id).pull;
+        std::memcpy(&rv.rts, buf, sizeof rv.rts);
     } else {
-        if (!spare_.empty()) {
-            a.eager = std::move(spare_.back());
-            spare_.pop_back();
-        }
-        a.eager.assign(buf, buf + len);
+        arrivals_.push_eager(c.peer, id, buf, len);
     }
-    arrivals_.push_back(std::move(a));
     repost(c, slot);
 }
 
@@ -622,90 +621,80 @@ void VerbsBackend::service() {
 }
 
 void VerbsBackend::start_rndv() {
-    for (auto& a : arrivals_) {
-        if (!unstarted_rndv_) break;
-        if (!a.rndv || a.started) continue;
+    arrivals_.start_pulls([&](Arrival& a) {
+        RndvPull& rv = a.pull;
         Conn& c = conns_[a.source];
-        const uint64_t len = a.rts.len;
+        const uint64_t len = rv.rts.len;
         const uint32_t wrs = static_cast<uint32_t>((len + rndv_chunk - 1) / rndv_chunk);
-        if (!c.dead && c.inflight() + wrs > sq_data_limit) continue;  // next round
-        a.started = true;
-        --unstarted_rndv_;
+        if (!c.dead && c.inflight() + wrs > sq_data_limit) return;  // next round
+        arrivals_.mark_started(a);
         if (c.dead || len == 0 || len > WEFT_AM_MAX_SIZE) {
             if (!c.dead) WEFT_LOG(error, "verbs: rendezvous of %llu bytes from peer %u refused",
                                   static_cast<unsigned long long>(len), a.source);
-            a.failed = a.done = true;
-            continue;
+            rv.failed = rv.done = true;
+            return;
         }
-        a.rbuf.reset(new (std::nothrow) uint8_t[len]);
-        if (a.rbuf) a.mr = ibv_reg_mr(pd_, a.rbuf.get(), len, IBV_ACCESS_LOCAL_WRITE);
-        if (!a.mr) {
+        rv.rbuf.reset(new (std::nothrow) uint8_t[len]);
+        if (rv.rbuf) rv.mr = ibv_reg_mr(pd_, rv.rbuf.get(), len, IBV_ACCESS_LOCAL_WRITE);
+        if (!rv.mr) {
             WEFT_LOG(error, "verbs: no registered memory for a %llu-byte message from peer %u: dropped",
                      static_cast<unsigned long long>(len), a.source);
-            a.failed = a.done = true;
+            rv.failed = rv.done = true;
             // Still release the sender.
             ++c.rndv_pulled;
             want_service(c);
-            continue;
+            return;
         }
         for (uint64_t off = 0; off < len; off += rndv_chunk) {
             const uint64_t n = std::min<uint64_t>(rndv_chunk, len - off);
-            ibv_sge sge{reinterpret_cast<uint64_t>(a.rbuf.get() + off), static_cast<uint32_t>(n), a.mr->lkey};
+            ibv_sge sge{reinterpret_cast<uint64_t>(rv.rbuf.get() + off), static_cast<uint32_t>(n), rv.mr->lkey};
             ibv_send_wr wr{};
             wr.opcode = IBV_WR_RDMA_READ;
             wr.sg_list = &sge;
             wr.num_sge = 1;
-            wr.wr.rdma.remote_addr = a.rts.addr + off;
-            wr.wr.rdma.rkey = a.rts.rkey;
+            wr.wr.rdma.remote_addr = rv.rts.addr + off;
+            wr.wr.rdma.rkey = rv.rts.rkey;
             if (post(c, wr, off + n == len) != WEFT_OK) break;  // the QP failed: dead, handled below
         }
-        a.read_seq = c.posted;
+        rv.read_seq = c.posted;
         ++c.rndv_reading;
         check_rndv(c);
-    }
+    });
 }
 
 void VerbsBackend::check_rndv(Conn& c) {
-    for (auto& a : arrivals_) {
-        if (!c.rndv_reading) return;
-        if (!a.rndv || !a.started || a.done || a.source != c.peer) continue;
-        if (!c.dead && c.completed < a.read_seq) return;  // in order: later ones are not done either
+    // A source's reads were posted in its order of arrival and RC completes
+    // them in order: the first one not done ends the walk.
+    arrivals_.for_each_of(c.peer, [&](Arrival& a) {
+        if (!c.rndv_reading) return false;
+        RndvPull& rv = a.pull;
+        if (!a.rndv || !a.started || rv.done) return true;
+        if (!c.dead && c.completed < rv.read_seq) return false;  // in order: later ones are not done either
         --c.rndv_reading;
-        a.done = true;
-        if (a.mr) ibv_dereg_mr(a.mr);
-        a.mr = nullptr;
+        rv.done = true;
+        if (rv.mr) ibv_dereg_mr(rv.mr);
+        rv.mr = nullptr;
         if (c.dead) {
-            a.failed = true;
-            continue;
+            rv.failed = true;
+            return true;
         }
         ++c.rndv_pulled;
         want_service(c);
-    }
+        return true;
+    });
 }
 
 uint32_t VerbsBackend::dispatch() {
-    uint32_t n = 0;
-    while (!arrivals_.empty()) {
-        Arrival& head = arrivals_.front();
-        // Stop, not skip: later messages from the same sender must not
-        // overtake a rendezvous still being pulled.
-        if (head.rndv && !head.done) break;
-        Arrival a = std::move(head);
-        arrivals_.pop_front();  // before the handler: it may progress again
-        ++n;
-        if (a.rndv) {
-            if (!a.failed) deliver(a.source, a.id, a.rbuf.get(), a.rts.len);
-            else WEFT_LOG(info, "verbs: dropped a %llu-byte rendezvous message from peer %u",
-                          static_cast<unsigned long long>(a.rts.len), a.source);
-        } else {
+    return arrivals_.dispatch(pulled, [&](Arrival& a) {
+        if (!a.rndv)
             deliver(a.source, a.id, a.eager.data(), a.eager.size());
-            if (spare_.size() < 64 && a.eager.capacity() <= 2 * recv_slot_size) {
-                a.eager.clear();
-                spare_.push_back(std::move(a.eager));
-            }
-        }
-    }
-    return n;
+        else if (!a.pull.failed)
+            deliver(a.source, a.id, a.pull.rbuf.get(), a.pull.rts.len);
+        else
+            WEFT_LOG(info, "verbs: dropped a %llu-byte rendezvous message from peer %u",
+                     static_cast<unsigned long long>(a.pull.rts.len), a.source);
+        return true;
+    });
 }
 
 // ----------------------------------------------------------- completions
@@ -731,7 +720,7 @@ uint32_t VerbsBackend::poll() {
     // Rendezvous pulls start here, not only in progress(): a peer blocked in
     // its own rendezvous send to us may be waiting for exactly this pull
     // while we wait for it.
-    if (unstarted_rndv_) start_rndv();
+    if (arrivals_.unstarted()) start_rndv();
     if (!service_.empty()) service();
     return n;
 }
@@ -801,11 +790,13 @@ void VerbsBackend::peer_failed(uint32_t peer) {
     mark_dead(c);
     if (observer_) observer_->close(peer);
     if (c.rndv_reading) check_rndv(c);
-    for (auto& a : arrivals_)
-        if (a.source == peer && a.rndv && !a.started) {
-            a.started = a.done = a.failed = true;
-            --unstarted_rndv_;
+    arrivals_.for_each_of(peer, [&](Arrival& a) {
+        if (a.rndv && !a.started) {
+            arrivals_.mark_started(a);
+            a.pull.done = a.pull.failed = true;
         }
+        return true;
+    });
 }
 
 // -------------------------------------------------------------- progress
@@ -822,7 +813,7 @@ void VerbsBackend::wait_for_event(uint64_t timeout_ns) {
     // Arm the CQ, then look once more: a completion that arrived before the
     // arm raises no event.
     if (ibv_req_notify_cq(cq_, 0) != 0) return;  // the caller falls back to polling
-    if (poll() > 0 || (!arrivals_.empty() && (!arrivals_.front().rndv || arrivals_.front().done))) return;
+    if (poll() > 0 || arrivals_.deliverable(pulled)) return;
     pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     const timespec ts{static_cast<time_t>(timeout_ns / 1000000000ull), static_cast<long>(timeout_ns % 1000000000ull)};
     if (ppoll(fds, 2, &ts, nullptr) <= 0) return;

@@ -33,6 +33,7 @@
 // anyone, or at the context deadline.
 #pragma once
 
+#include "transport/arrivals.hpp"
 #include "transport/backend.hpp"
 #include "transport/runtime.hpp"
 #include "transport/verbs/verbs_cm.hpp"
@@ -45,7 +46,6 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <sched.h>
 #include <vector>
@@ -129,18 +129,16 @@ struct Conn {
     bool unsignalled_tail() const { return posted > completed && last_signaled <= completed; }
 };
 
-// A message waiting for progress() to run its handler.
-struct Arrival {
-    uint32_t source = 0;
-    uint32_t id = 0;
-    std::vector<uint8_t> eager;
-    // Rendezvous: pulled into rbuf, registered as mr while the reads run.
-    bool rndv = false, started = false, done = false, failed = false;
+// A rendezvous message's pull (the arrivals queue's per-message state):
+// into rbuf, registered as mr while the reads run.
+struct RndvPull {
     RtsMsg rts{};
     std::unique_ptr<uint8_t[]> rbuf;
     ibv_mr* mr = nullptr;
     uint64_t read_seq = 0;
+    bool done = false, failed = false;
 };
+using Arrival = Arrivals<RndvPull>::Record;
 
 struct WindowData;
 struct ConnRecord;
@@ -172,6 +170,9 @@ public:
     Status atomic(ibv_wr_opcode op, const RemoteRegion& r, uint32_t rank, uint64_t off, uint64_t add_or_cmp,
                   uint64_t swap, uint64_t* old);
     bool atomics_available() const { return dev_.attr.atomic_cap != IBV_ATOMIC_NONE; }
+    // A device without atomics: what every atomic returns (the window's
+    // table binds it instead of atomic()).
+    [[gnu::cold]] Status no_atomics(const RemoteRegion& r, uint32_t rank, uint64_t off);
 
 private:
     // ------------------------------------------------- posting (inline)
@@ -273,9 +274,7 @@ private:
     ibv_wc wcs_[wc_batch];
     int wc_pos_ = 0, wc_count_ = 0;
 
-    std::deque<Arrival> arrivals_;
-    std::vector<std::vector<uint8_t>> spare_;  // recycled eager buffers
-    uint32_t unstarted_rndv_ = 0;
+    Arrivals<RndvPull> arrivals_{recv_slot_size};  // queued for progress(); FIFO per source
     std::vector<uint32_t> service_;  // conns owing credits / FINs
     bool direct_ok_ = false;         // progress() may run handlers from the receive slot
     uint32_t depth_ = 0;             // handlers running

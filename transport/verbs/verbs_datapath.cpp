@@ -47,10 +47,24 @@ Status verbs_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint6
     return WEFT_OK;
 }
 
+// A device without atomics (atomic_cap NONE): every atomic fails as the
+// capabilities say (WEFT_ATOMICS_NONE), without posting anything.
+Status verbs_no_fetch_add(weft_window* w, uint32_t rank, uint64_t off, uint64_t, uint64_t*) {
+    return backend_of(w)->no_atomics(w->remote[rank], rank, off);
+}
+Status verbs_no_compare_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t, uint64_t, uint64_t*) {
+    return backend_of(w)->no_atomics(w->remote[rank], rank, off);
+}
+Status verbs_no_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t, uint64_t*) {
+    return backend_of(w)->no_atomics(w->remote[rank], rank, off);
+}
+
 }  // namespace
 
 extern const RmaOps verbs_ops;
 const RmaOps verbs_ops{verbs_put, verbs_get, verbs_fetch_add, verbs_compare_swap, verbs_swap};
+extern const RmaOps verbs_no_atomics_ops;
+const RmaOps verbs_no_atomics_ops{verbs_put, verbs_get, verbs_no_fetch_add, verbs_no_compare_swap, verbs_no_swap};
 
 Status VerbsBackend::put(const RemoteRegion& r, uint32_t rank, uint64_t off, const void* src, size_t len) {
     Conn& c = conns_[rank];
@@ -139,11 +153,11 @@ Status VerbsBackend::atomic(ibv_wr_opcode op, const RemoteRegion& r, uint32_t ra
     const uint64_t raddr = r.addr + off;
     // The API checked the offset; a registered window's base may still be
     // unaligned, and an unaligned NIC atomic is a remote error that would
-    // kill the QP.
-    if (__builtin_expect((raddr & 7) != 0 || !atomics_available(), 0))
-        return WEFT_FAIL(atomics_available() ? WEFT_ERR_UNALIGNED : WEFT_ERR_UNSUPPORTED,
-                         "verbs atomic on rank %u at 0x%llx: %s", rank, static_cast<unsigned long long>(raddr),
-                         atomics_available() ? "address not 8-byte aligned" : "the device has no atomics");
+    // kill the QP. (A device without atomics never gets here: its windows
+    // bind verbs_no_atomics_ops.)
+    if (__builtin_expect((raddr & 7) != 0, 0))
+        return WEFT_FAIL(WEFT_ERR_UNALIGNED, "verbs atomic on rank %u at 0x%llx: %s", rank,
+                         static_cast<unsigned long long>(raddr), "address not 8-byte aligned");
     Status st = room(c, sq_data_limit, "atomic");
     if (__builtin_expect(st != WEFT_OK, 0)) return st;
     ibv_sge sge{reinterpret_cast<uint64_t>(&c.ctrl->atomic_result), 8, ctrl_mr_->lkey};
@@ -162,6 +176,14 @@ Status VerbsBackend::atomic(ibv_wr_opcode op, const RemoteRegion& r, uint32_t ra
     // The NIC wrote the reply before the completion was visible.
     *old = std::atomic_ref<uint64_t>(c.ctrl->atomic_result).load(std::memory_order_acquire);
     return WEFT_OK;
+}
+
+Status VerbsBackend::no_atomics(const RemoteRegion& r, uint32_t rank, uint64_t off) {
+    // The same answers atomic() gave such a device: a failed peer first.
+    const Conn& c = conns_[rank];
+    if (c.dead) return dead_conn(c, "atomic");
+    return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs atomic on rank %u at 0x%llx: %s", rank,
+                     static_cast<unsigned long long>(r.addr + off), "the device has no atomics");
 }
 
 // ---------------------------------------------------------------- waits
