@@ -1,7 +1,6 @@
 // api.cpp — the C ABI of drain.h, and the drain layer's attach/detach.
 #include "drain/drain.hpp"
 #include "drain/layer.hpp"
-#include "group/layer.hpp"
 
 #include <cstddef>
 
@@ -17,9 +16,9 @@ using weft::drain::Drain;
 namespace weft::drain {
 
 Status attach(Runtime& rt) {
-    group::Engine* engine = group::engine_of(rt);
-    if (env_u64("WEFT_DRAIN", 1) == 0 || !engine) return WEFT_OK;
-    auto d = std::make_unique<Drain>(rt, *engine);
+    group::DrainPort* port = group::drain_port_of(rt);
+    if (env_u64("WEFT_DRAIN", 1) == 0 || !port) return WEFT_OK;
+    auto d = std::make_unique<Drain>(rt, *port);
     Status st = rt.add_layer(drain_layer, d.get(), {});
     if (st != WEFT_OK) return st;
     d.release()->start();  // owned through the Runtime's layers until detach()
@@ -90,6 +89,7 @@ struct weft_drain_clock {
     uint64_t magic = live_magic;
     weft_context* ctx = nullptr;
     weft_comm_t comm = nullptr;  // a hidden communicator: its clock record is the stack's
+    weft::group::DrainPort* port = nullptr;  // its context's (valid while the context is live)
 };
 
 namespace {
@@ -100,7 +100,7 @@ weft_drain_clock* clock_of(weft_drain_clock_t c) {
 
 Status live_ctx(weft_context_t ctx, const char* fn) {
     weft::Runtime* rt = weft::runtime_of(ctx);
-    if (!rt || !weft::group::engine_of(*rt))
+    if (!rt || !weft::group::drain_port_of(*rt))
         return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
     return WEFT_OK;
 }
@@ -123,6 +123,7 @@ weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ra
     auto* c = new weft_drain_clock;
     c->ctx = ctx;
     c->comm = comm;
+    c->port = weft::group::drain_port_of(*weft::runtime_of(ctx));
     *clock = c;
     return WEFT_OK;
 }
@@ -151,7 +152,7 @@ weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
     if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     return guarded([&] {
         weft::RuntimeLock lock(*rt);
-        c->comm->engine->commit_begin(*c->comm->comm);
+        c->port->commit_begin(*c->comm->comm);
         return WEFT_OK;
     });
 }
@@ -162,7 +163,7 @@ weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
     weft::Runtime* rt = weft::runtime_of(c->ctx);
     if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     weft::RuntimeLock lock(*rt);
-    c->comm->engine->commit_finish(*c->comm->comm);
+    c->port->commit_finish(*c->comm->comm);
     return WEFT_OK;
 }
 
@@ -170,7 +171,7 @@ weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arriv
     Status st = live_ctx(ctx, __func__);
     if (st != WEFT_OK) return st;
     weft::RuntimeLock lock(*ctx->rt);
-    weft::group::engine_of(*ctx->rt)->count_external(sent, arrived);
+    weft::group::drain_port_of(*ctx->rt)->count_external(sent, arrived);
     return WEFT_OK;
 }
 

@@ -4,18 +4,19 @@
 
 #include <weft/drain.h>
 
-#include "group/engine.hpp"
+#include "group/drain_port.hpp"
 
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace weft::drain {
 
 class Drain {
 public:
-    Drain(Runtime& rt, group::Engine& eng);
+    Drain(Runtime& rt, group::DrainPort& port);
     ~Drain();
     Drain(const Drain&) = delete;
     Drain& operator=(const Drain&) = delete;
@@ -67,7 +68,8 @@ private:
     void log_unconverged(uint64_t attempt);
     void raise(group::Comm& c, uint64_t value, uint64_t attempt);
 
-    // The whole of weft for this thread: gate closed, context lock held.
+    // The whole of weft for this thread: gate closed, context lock held
+    // (held_, a WeftHold; hold and unhold alternate across the phases).
     void hold();
     void unhold();
 
@@ -99,7 +101,7 @@ private:
     void rest(uint32_t& idle);
 
     Runtime& rt_;
-    group::Engine& eng_;
+    group::DrainPort& port_;  // all the drain uses of group
     weft_window* win_;
     bool direct_ = false;         // every rank's window is mapped here (shm)
     bool needs_progress_ = false; // atomics move only when the target progresses
@@ -118,7 +120,7 @@ private:
     std::atomic<uint64_t> raises_{0};
     std::atomic<uint64_t> asked_{0};  // highest drain number asked for here
     uint64_t sent_request_ = 0;
-    bool held_ = false;
+    std::optional<WeftHold> held_;
     Deadline deadline_{UINT64_MAX};     // of the running drain: WEFT_DRAIN_TIMEOUT_MS from its start
     uint32_t failed_rank_ = UINT32_MAX; // the member this drain ended for (member_failed)
 
