@@ -1,5 +1,6 @@
 // api.cpp — the C ABI of drain.h, and the drain layer's attach/detach.
 #include "drain/drain.hpp"
+#include "transport/api_entry.hpp"
 #include "drain/layer.hpp"
 
 #include <cstddef>
@@ -37,8 +38,8 @@ void detach(Runtime& rt) {
 namespace {
 
 Status drain_of(weft_context_t ctx, Drain*& out, const char* fn) {
-    weft::Runtime* rt = weft::runtime_of(ctx);
-    if (!rt) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
+    weft::Runtime* rt = nullptr;
+    if (Status st = weft::api::live(ctx, rt, fn)) return st;
     out = rt->layer(weft::drain::drain_layer);
     if (!out) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: the drain thread is off (WEFT_DRAIN=0)", fn);
     return WEFT_OK;
@@ -50,18 +51,16 @@ extern "C" {
 
 weft_status_t weft_drain_request(weft_context_t ctx, uint64_t* drain_number) {
     Drain* d = nullptr;
-    Status st = drain_of(ctx, d, __func__);
-    if (st != WEFT_OK) return st;
-    if (!drain_number) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: drain_number is NULL", __func__);
+    if (Status st = drain_of(ctx, d, __func__)) return st;
+    if (Status st = weft::api::not_null(drain_number, "drain_number", __func__)) return st;
     return guarded([&] { return d->request(*drain_number); });
 }
 
 weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_t timeout_ms,
                               weft_drain_result_t* result) {
     Drain* d = nullptr;
-    Status st = drain_of(ctx, d, __func__);
-    if (st != WEFT_OK) return st;
-    if (!result) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: result is NULL", __func__);
+    if (Status st = drain_of(ctx, d, __func__)) return st;
+    if (Status st = weft::api::not_null(result, "result", __func__)) return st;
     if (drain_number == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: drains are numbered from 1", __func__);
     return guarded([&] { return d->wait(drain_number, timeout_ms, *result); });
 }
@@ -75,8 +74,7 @@ weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t* result) {
 
 weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_fn fn, void* arg) {
     Drain* d = nullptr;
-    Status st = drain_of(ctx, d, __func__);
-    if (st != WEFT_OK) return st;
+    if (Status st = drain_of(ctx, d, __func__)) return st;
     d->set_callback(fn, arg);
     return WEFT_OK;
 }
@@ -94,14 +92,16 @@ struct weft_drain_clock {
 
 namespace {
 
-weft_drain_clock* clock_of(weft_drain_clock_t c) {
-    return c && c->magic == weft_drain_clock::live_magic && c->comm ? c : nullptr;
+// A live clock handle, or WEFT_ERR_INVALID_ARG (null or freed).
+Status live_clock(weft_drain_clock_t c, const char* fn) {
+    if (c && c->magic == weft_drain_clock::live_magic && c->comm) return WEFT_OK;
+    return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", fn);
 }
 
 Status live_ctx(weft_context_t ctx, const char* fn) {
-    weft::Runtime* rt = weft::runtime_of(ctx);
-    if (!rt || !weft::group::drain_port_of(*rt))
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
+    weft::Runtime* rt = nullptr;
+    if (Status st = weft::api::live(ctx, rt, fn)) return st;
+    if (!weft::group::drain_port_of(*rt)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
     return WEFT_OK;
 }
 
@@ -111,15 +111,13 @@ extern "C" {
 
 weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ranks, uint32_t n, int32_t tag,
                                       weft_drain_clock_t* clock) {
-    Status st = live_ctx(ctx, __func__);
-    if (st != WEFT_OK) return st;
-    if (!clock) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL", __func__);
+    if (Status st = live_ctx(ctx, __func__)) return st;
+    if (Status st = weft::api::not_null(clock, "clock", __func__)) return st;
     *clock = nullptr;
     weft_comm_t world = nullptr, comm = nullptr;
-    st = weft_comm_world(ctx, &world);
+    if (Status st = weft_comm_world(ctx, &world)) return st;
     // Validates the list (NULL, duplicates, unknown ranks, caller absent).
-    if (st == WEFT_OK) st = weft_comm_create_from_ranks(world, job_ranks, n, tag, &comm);
-    if (st != WEFT_OK) return st;
+    if (Status st = weft_comm_create_from_ranks(world, job_ranks, n, tag, &comm)) return st;
     auto* c = new weft_drain_clock;
     c->ctx = ctx;
     c->comm = comm;
@@ -129,8 +127,8 @@ weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ra
 }
 
 weft_status_t weft_drain_clock_free(weft_drain_clock_t* clock) {
-    if (!clock || !clock_of(*clock))
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or already freed", __func__);
+    if (Status st = weft::api::not_null(clock, "clock", __func__)) return st;
+    if (Status st = live_clock(*clock, __func__)) return st;
     weft_drain_clock* c = *clock;
     Status st = weft_comm_free(&c->comm);  // a collective on it, like MPI_Comm_free
     c->magic = 0;
@@ -140,14 +138,14 @@ weft_status_t weft_drain_clock_free(weft_drain_clock_t* clock) {
 }
 
 weft_status_t weft_drain_clock_slot(weft_drain_clock_t clock, uint32_t* slot) {
-    weft_drain_clock* c = clock_of(clock);
-    if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
+    if (Status st = live_clock(clock, __func__)) return st;
+    weft_drain_clock* c = clock;
     return weft_comm_clock_slot(c->comm, slot);
 }
 
 weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
-    weft_drain_clock* c = clock_of(clock);
-    if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
+    if (Status st = live_clock(clock, __func__)) return st;
+    weft_drain_clock* c = clock;
     weft::Runtime* rt = weft::runtime_of(c->ctx);
     if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     return guarded([&] {
@@ -158,8 +156,8 @@ weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
 }
 
 weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
-    weft_drain_clock* c = clock_of(clock);
-    if (!c) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", __func__);
+    if (Status st = live_clock(clock, __func__)) return st;
+    weft_drain_clock* c = clock;
     weft::Runtime* rt = weft::runtime_of(c->ctx);
     if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     weft::RuntimeLock lock(*rt);
@@ -168,23 +166,20 @@ weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
 }
 
 weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arrived) {
-    Status st = live_ctx(ctx, __func__);
-    if (st != WEFT_OK) return st;
+    if (Status st = live_ctx(ctx, __func__)) return st;
     weft::RuntimeLock lock(*ctx->rt);
     weft::group::drain_port_of(*ctx->rt)->count_external(sent, arrived);
     return WEFT_OK;
 }
 
 weft_status_t weft_drain_enter(weft_context_t ctx) {
-    Status st = live_ctx(ctx, __func__);
-    if (st != WEFT_OK) return st;
+    if (Status st = live_ctx(ctx, __func__)) return st;
     weft::gate::enter();
     return WEFT_OK;
 }
 
 weft_status_t weft_drain_leave(weft_context_t ctx) {
-    Status st = live_ctx(ctx, __func__);
-    if (st != WEFT_OK) return st;
+    if (Status st = live_ctx(ctx, __func__)) return st;
     weft::gate::ThreadDepth* t = weft::gate::self();
     if (t->depth.load() == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: not inside (unbalanced leave)", __func__);
     weft::gate::leave();
@@ -192,16 +187,14 @@ weft_status_t weft_drain_leave(weft_context_t ctx) {
 }
 
 weft_status_t weft_drain_yield(weft_context_t ctx) {
-    Status st = live_ctx(ctx, __func__);
-    if (st != WEFT_OK) return st;
+    if (Status st = live_ctx(ctx, __func__)) return st;
     weft::gate::yield_if_closing();
     return WEFT_OK;
 }
 
 weft_status_t weft_drain_set_hooks(weft_context_t ctx, const weft_drain_hooks_t* hooks) {
     Drain* d = nullptr;
-    Status st = drain_of(ctx, d, __func__);
-    if (st != WEFT_OK) return st;
+    if (Status st = drain_of(ctx, d, __func__)) return st;
     d->set_hooks(hooks ? *hooks : weft_drain_hooks_t{});
     return WEFT_OK;
 }

@@ -63,9 +63,10 @@ uint64_t target_of(uint64_t word, uint64_t attempt) {
 
 uint64_t clock_off(uint32_t slot, uint64_t field) { return WEFT_STATE_CLOCK_OFF(slot, field); }
 uint64_t status_off(uint64_t field) { return WEFT_STATE_DRAIN_STATUS_OFF + field; }
+// Words of the status line from its start up to and including `field`:
+// one read gets them all.
+constexpr size_t status_words_through(uint64_t field) { return field / 8 + 1; }
 constexpr uint32_t tree_from_ranks = 64;   // WEFT_DRAIN_OBSERVE=auto: the tree observer from this job size
-constexpr uint64_t status_buffered = 40;  // +40 of the status line: messages buffered at the quiescent point
-constexpr uint64_t status_blocked = 48;   // +48: receives blocked inside weft (blocking mode)
 
 // The low half of a 64-bit word as a futex: shared (not PRIVATE), so a
 // process that maps the same shm segment can wake us.
@@ -78,18 +79,15 @@ void futex_wake(uint64_t* w) { syscall(SYS_futex, futex_word(w), FUTEX_WAKE, INT
 
 }  // namespace
 
-Drain::Drain(Runtime& rt, group::DrainPort& port) : rt_(rt), port_(port), win_(rt.state_window()) {
-    direct_ = true;
-    for (uint32_t r = 0; r < rt_.size(); ++r)
-        if (!win_->remote[r].direct) direct_ = false;
-    weft_caps_t caps{};
-    rt_.backend().query_caps(caps);
+Drain::Drain(Runtime& rt, group::DrainPort& port) : rt_(rt), port_(port), win_(rt.state_window()), sw_(win_) {
+    direct_ = sw_.all_mapped();
+    const InternalCaps caps = rt_.backend().internal_caps();
     // Off shared memory, a peer's operations on us may wait for our
-    // progress: emulated atomics (UCX over tcp) move only then, and a UCX
+    // progress: emulated atomics (UCX over tcp) move only then, a UCX
     // endpoint queues everything behind an active message we have not
-    // taken in. The drain thread progresses when the application is not in
-    // weft to do it.
-    needs_progress_ = std::strcmp(rt_.backend().name(), "shm") != 0 || caps.atomics == WEFT_ATOMICS_EMULATED;
+    // taken in, and verbs senders wait for the credits we return. The drain
+    // thread progresses when the application is not in weft to do it.
+    needs_progress_ = caps.remote_ops_need_target_progress || caps.messages_need_target_progress;
     // Reads cost a round N one-sided reads per drain thread; the tree
     // ceil(log2 N) writes and as many waits for partners. Below 64 ranks
     // the reads are cheaper even on a fabric (a few µs); above, the tree.
@@ -108,7 +106,7 @@ Drain::Drain(Runtime& rt, group::DrainPort& port) : rt_(rt), port_(port), win_(r
     // application did not ask for (OS noise: on 2 soft-RoCE vCPUs, looks
     // every 1 ms cost the fetch-add benchmark 10% of its mean) while a
     // drain is rare and takes milliseconds anyway: 10 ms.
-    const uint64_t idle_us = std::strcmp(rt_.backend().name(), "verbs") == 0 ? 10000 : 1000;
+    const uint64_t idle_us = caps.idle_poll == IdlePoll::sparse ? 10000 : 1000;
     idle_ns_ = std::max<uint64_t>(env_u64("WEFT_DRAIN_IDLE_US", idle_us), 10) * 1000ull;
     // weft-run --drain-on SIG: an eventfd it writes when the signal comes,
     // and a pipe for the report (both inherited).
@@ -162,11 +160,7 @@ uint32_t Drain::progress_all() {
 }
 
 // ------------------------------------------------------------ one-sided
-uint64_t* Drain::own(uint64_t off) { return reinterpret_cast<uint64_t*>(win_->local_base + off); }
-
-void Drain::publish(uint64_t field, uint64_t v) {
-    std::atomic_ref<uint64_t>(*own(status_off(field))).store(v, std::memory_order_release);
-}
+void Drain::publish(uint64_t field, uint64_t v) { sw_.at(status_off(field)).store(v, std::memory_order_release); }
 
 uint64_t Drain::load_remote(uint32_t r, uint64_t off) {
     uint64_t v = 0;
@@ -174,27 +168,43 @@ uint64_t Drain::load_remote(uint32_t r, uint64_t off) {
     return v;
 }
 
+bool Drain::read_gone(uint32_t r, uint64_t* dst, size_t words) {
+    if (r == rt_.rank() || !rt_.peer_failed(r)) return false;
+    // A failed member's words are not its state any more (a mapped segment
+    // outlives its process; elsewhere the read would fail and log every
+    // round): it matches nothing, and must_end() ends the drain.
+    std::memset(dst, 0xff, words * 8);
+    return true;
+}
+
+void Drain::read_failed(uint32_t r, Status st, uint64_t* dst, size_t words) {
+    if (st == WEFT_OK) return;
+    WEFT_LOG(warn, "drain: reading rank %u's state window failed: %s", r, weft_strerror(st));
+    std::memset(dst, 0xff, words * 8);  // matches nothing: no decision on it
+}
+
+// Ours, or a peer's mapped here (direct_).
+uint64_t Drain::load_mapped(uint32_t r, uint64_t off) {
+    return std::atomic_ref<uint64_t>(*(r == rt_.rank() ? sw_.word(off) : sw_.mapped_word(r, off))).load(std::memory_order_acquire);
+}
+
 void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
-    if (r != rt_.rank() && rt_.peer_failed(r)) {
-        // A failed member's words are not its state any more (a mapped
-        // segment outlives its process; elsewhere the read would fail and
-        // log every round): it matches nothing, and must_end() ends the drain.
-        std::memset(dst, 0xff, words * 8);
-        return;
-    }
+    if (read_gone(r, dst, words)) return;
     if (r == rt_.rank() || direct_) {
-        uint8_t* base = r == rt_.rank() ? win_->local_base : win_->remote[r].direct;
-        for (size_t i = 0; i < words; ++i)
-            dst[i] = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base + off + 8 * i)).load(std::memory_order_acquire);
+        for (size_t i = 0; i < words; ++i) dst[i] = load_mapped(r, off + 8 * i);
         return;
     }
     // Through the transport: only while we hold it.
-    Status st = win_->ops->get(win_, r, off, dst, words * 8);
-    if (st == WEFT_OK) st = rt_.backend().flush(*win_, r);
-    if (st != WEFT_OK) {
-        WEFT_LOG(warn, "drain: reading rank %u's state window failed: %s", r, weft_strerror(st));
-        std::memset(dst, 0xff, words * 8);  // matches nothing: no decision on it
+    read_failed(r, sw_.get(r, off, dst, words), dst, words);
+}
+
+void Drain::read_remote(uint32_t r, std::initializer_list<uint64_t> offs, uint64_t* dst) {
+    if (read_gone(r, dst, offs.size())) return;
+    if (r == rt_.rank() || direct_) {
+        for (uint64_t off : offs) *dst++ = load_mapped(r, off);
+        return;
     }
+    read_failed(r, sw_.get(r, offs, dst), dst, offs.size());
 }
 
 // Compare-swap `want` into rank r's word at off until it is there or
@@ -303,18 +313,11 @@ void Drain::hold() { held_.emplace(rt_); }
 
 void Drain::unhold() { held_.reset(); }
 
-void Drain::rest(uint32_t& idle) {
-    // Rounds are cheap, but a drain thread that spins steals the core a
-    // computing rank needs to reach its target (2 cores, many ranks).
-    if (++idle < 4) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint32_t>(20u << std::min(idle / 8, 6u), 1000)));
-}
-
 // -------------------------------------------------------------- request
 Status Drain::request(uint64_t& number) {
     // Any thread, no entry needed: the drain thread does the one-sided
     // part (it holds weft while it does).
-    const uint64_t pending = std::atomic_ref<uint64_t>(*own(WEFT_STATE_EPOCH_OFF)).load(std::memory_order_acquire);
+    const uint64_t pending = sw_.at(WEFT_STATE_EPOCH_OFF).load(std::memory_order_acquire);
     const uint64_t started = started_.load(std::memory_order_acquire);
     number = std::max(pending > started ? pending : started + 1, uint64_t(1));
     uint64_t cur = asked_.load();
@@ -326,11 +329,11 @@ Status Drain::request(uint64_t& number) {
         // atomics are CPU atomics), then wake it. Changing the word, not
         // just waking, is what closes the window between its last look and
         // its sleep.
-        std::atomic_ref<uint64_t> epoch(*own(WEFT_STATE_EPOCH_OFF));
+        std::atomic_ref<uint64_t> epoch(*sw_.word(WEFT_STATE_EPOCH_OFF));
         uint64_t e = epoch.load();
         while (e < number && !epoch.compare_exchange_weak(e, number)) {
         }
-        futex_wake(own(WEFT_STATE_EPOCH_OFF));
+        futex_wake(sw_.word(WEFT_STATE_EPOCH_OFF));
     }
     WEFT_LOG(debug, "drain %llu requested", static_cast<unsigned long long>(number));
     return WEFT_OK;
@@ -343,7 +346,7 @@ void Drain::send_request(uint64_t number) {
         if (r != rt_.rank() && rt_.peer_failed(r)) continue;
         Status st = cas_raise(r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0);
         if (st != WEFT_OK) WEFT_LOG(error, "drain request: rank %u unreachable: %s", r, weft_strerror(st));
-        if (direct_ && r != rt_.rank()) futex_wake(reinterpret_cast<uint64_t*>(win_->remote[r].direct + WEFT_STATE_EPOCH_OFF));
+        if (direct_ && r != rt_.rank()) futex_wake(sw_.mapped_word(r, WEFT_STATE_EPOCH_OFF));
     }
 }
 
@@ -373,7 +376,7 @@ void Drain::run() {
             unhold();
             sent_request_ = asked;
         }
-        const uint64_t req = std::atomic_ref<uint64_t>(*own(WEFT_STATE_EPOCH_OFF)).load(std::memory_order_acquire);
+        const uint64_t req = sw_.at(WEFT_STATE_EPOCH_OFF).load(std::memory_order_acquire);
         if (req > completed_) {
             run_drain(completed_ + 1);
             continue;
@@ -392,7 +395,7 @@ void Drain::serve_trigger() {
     if (trigger_fd_ < 0) {
         // On shm a request wakes us at once (the asker wakes the futex on
         // our EPOCH word); elsewhere we look now and then.
-        uint64_t* epoch = own(WEFT_STATE_EPOCH_OFF);
+        uint64_t* epoch = sw_.word(WEFT_STATE_EPOCH_OFF);
         const uint64_t seen = std::atomic_ref<uint64_t>(*epoch).load(std::memory_order_acquire);
         if (seen > completed_ || asked_.load() > sent_request_) return;
         if (direct_) futex_wait(epoch, static_cast<uint32_t>(seen), std::max<uint64_t>(idle_ns_, 50000000ull));
@@ -524,7 +527,7 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
     // Targets: every member pushes its seq into every member's target (a
     // compare-swap max), itself last; the target becomes the maximum.
     for (const auto& rec : port_.clock_records()) {
-        const uint64_t mine = std::atomic_ref<uint64_t>(*own(clock_off(rec.slot, WEFT_STATE_CLOCK_SEQ))).load();
+        const uint64_t mine = sw_.at(clock_off(rec.slot, WEFT_STATE_CLOCK_SEQ)).load();
         for (size_t i = 0; i < rec.members.size(); ++i)
             if (rec.members[i] != rt_.rank()) cas_max_target(rec.members[i], rec.slots[i], rec.uses[i], attempt, mine);
         cas_max_target(rt_.rank(), rec.slot, port_.slot_use(rec.slot), attempt, mine);
@@ -541,10 +544,10 @@ bool Drain::progress_if_open() {
     // A collective open here (say, an ibarrier nobody waits for) moves
     // only if someone progresses: we do, holding weft for a moment.
     bool open_here = false;
-    const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
+    const uint64_t hi = sw_.at(status_off(WEFT_STATE_DRAIN_SLOTS_HI)).load();
     for (uint32_t s = 0; s < hi && !open_here; ++s)
-        open_here = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_SEQ))).load(std::memory_order_acquire) !=
-                    std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_FINISHED))).load(std::memory_order_acquire);
+        open_here = sw_.at(clock_off(s, WEFT_STATE_CLOCK_SEQ)).load(std::memory_order_acquire) !=
+                    sw_.at(clock_off(s, WEFT_STATE_CLOCK_FINISHED)).load(std::memory_order_acquire);
     return open_here;
 }
 
@@ -552,7 +555,7 @@ bool Drain::progress_if_open() {
 // per rank) and applies the double collect itself.
 Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline) {
     std::vector<uint64_t> prev, cur;
-    uint32_t idle = 0;
+    Backoff idle(Backoff::drain_round, deadline_);
     // Ends: when the attempt is settled (by anyone: convergence, the
     // attempt's deadline, a failure), when we fell behind, or on must_end
     // (a failed member, the drain's deadline, finalize).
@@ -577,7 +580,7 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
             if (must_hold) hold();
             decide(attempt, undecided, coll_done);
             if (must_hold) unhold();
-            idle = 0;
+            idle.reset();
             res.round_work_ns += now_ns() - round_start;
             continue;
         }
@@ -586,10 +589,10 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
             decide(attempt, undecided, retry);
             if (must_hold) unhold();
         }
-        if (cur != prev) idle = 0;
+        if (cur != prev) idle.reset();
         prev.swap(cur);
         res.round_work_ns += now_ns() - round_start;
-        rest(idle);
+        idle.pause();
     }
 }
 
@@ -601,8 +604,8 @@ void Drain::snapshot_clocks(std::vector<uint64_t>& out) {
 void Drain::snapshot_rank(uint32_t r, std::vector<uint64_t>& out) {
     uint64_t lines[WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE / 8];
     {
-        uint64_t status[4];
-        read_remote(r, status_off(0), status, 4);
+        uint64_t status[status_words_through(WEFT_STATE_DRAIN_SLOTS_HI)];
+        read_remote(r, status_off(0), status, status_words_through(WEFT_STATE_DRAIN_SLOTS_HI));
         const uint64_t hi = std::min<uint64_t>(status[WEFT_STATE_DRAIN_SLOTS_HI / 8], WEFT_STATE_COMM_SLOTS);
         out.push_back(status[WEFT_STATE_DRAIN_PHASE / 8]);
         out.push_back(hi);
@@ -682,11 +685,12 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
                 WEFT_LOG(warn, "drain: a write to rank %u failed: %s", partner, weft_strerror(st));
             // Wait for our partner's word of this round and step. Ends: the
             // word comes, or one look in 16 finds the attempt settled or
-            // must_end. The looks count on their own: rest() advances idle
-            // too, and a shared counter (two steps a pass) never hit a
-            // multiple of 16, so a dead partner hung this wait for good.
-            std::atomic_ref<uint64_t> inbox(*own(inbox_off(k, round)));
-            uint32_t idle = 0, looks = 0;
+            // must_end. The looks count on their own: a counter shared with
+            // the pauses (two steps a pass) never hit a multiple of 16, so a
+            // dead partner hung this wait for good.
+            std::atomic_ref<uint64_t> inbox(*sw_.word(inbox_off(k, round)));
+            Backoff idle(Backoff::drain_round, deadline_);
+            uint32_t looks = 0;
             const uint64_t wait_start = now_ns();
             for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag; w = inbox.load(std::memory_order_acquire)) {
                 if ((++looks & 15) == 0) {
@@ -710,7 +714,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
                         if (!direct_) unhold();
                     }
                 }
-                rest(idle);
+                idle.pause();
             }
             waited += now_ns() - wait_start;
             const uint64_t w = inbox.load(std::memory_order_acquire);
@@ -729,8 +733,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             decide(attempt, undecided, retry);
             if (!direct_) unhold();
         }
-        uint32_t idle = 0;
-        rest(idle);
+        Backoff(Backoff::drain_round, deadline_).pause();  // its first rung: a yield between rounds
     }
 }
 
@@ -742,14 +745,14 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     // in this phase must not read the count a previous drain left (zero after
     // a release), or it may release its own receives without anyone seeing
     // that every rank was blocked. Held, the count can only fall.
-    publish(status_blocked, port_.blocked_receives());
+    publish(WEFT_STATE_DRAIN_BLOCKED, port_.blocked_receives());
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_p2p);
     // A test kills a rank here: it dies holding its own weft, with the
     // others waiting for its counters.
     WEFT_FAULT_POINT("drain.p2p.phase");
     const uint64_t want_phase = (attempt << 4) | phase_p2p;
     std::vector<uint64_t> prev, cur;
-    uint32_t idle = 0;
+    Backoff idle(Backoff::drain_round, deadline_);
     // Ends: when the attempt is settled (drained, or given up by anyone) or
     // on must_end: a failed member, the drain's deadline (which bounds this
     // phase: messages that cannot arrive), finalize.
@@ -766,21 +769,21 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
         const weft_drain_hooks_t h = hooks();
         const uint64_t external = h.buffer ? h.buffer(h.arg) : 0;
         publish(WEFT_STATE_DRAIN_PENDING, port_.pending_transfers() + external);
-        publish(status_blocked, port_.blocked_receives());
+        publish(WEFT_STATE_DRAIN_BLOCKED, port_.blocked_receives());
         cur.clear();
         uint64_t sent = 0, received = 0;
         bool all_here = true, all_idle = true, all_blocked = true, none_blocked = true;
         for (uint32_t r = 0; r < rt_.size(); ++r) {
-            uint64_t st[7], counters[9];
-            read_remote(r, status_off(0), st, 7);
-            // sent (line 3) and received (line 4) in one read
-            read_remote(r, WEFT_STATE_P2P_SENT_OFF, counters, 9);
-            const uint64_t s_r = counters[0], rcv = counters[8], blocked = st[status_blocked / 8];
-            cur.insert(cur.end(), {st[0], st[1], s_r, rcv, blocked});
+            uint64_t st[status_words_through(WEFT_STATE_DRAIN_BLOCKED)], counters[2];
+            read_remote(r, status_off(0), st, status_words_through(WEFT_STATE_DRAIN_BLOCKED));
+            read_remote(r, {WEFT_STATE_P2P_SENT_OFF, WEFT_STATE_P2P_RECEIVED_OFF}, counters);
+            const uint64_t phase = st[WEFT_STATE_DRAIN_PHASE / 8], pending = st[WEFT_STATE_DRAIN_PENDING / 8];
+            const uint64_t s_r = counters[0], rcv = counters[1], blocked = st[WEFT_STATE_DRAIN_BLOCKED / 8];
+            cur.insert(cur.end(), {phase, pending, s_r, rcv, blocked});
             sent += s_r;
             received += rcv;
-            all_here = all_here && st[0] == want_phase;
-            all_idle = all_idle && st[1] == 0;
+            all_here = all_here && phase == want_phase;
+            all_idle = all_idle && pending == 0;
             all_blocked = all_blocked && blocked != 0;
             none_blocked = none_blocked && blocked == 0;
         }
@@ -797,7 +800,7 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
                          static_cast<unsigned long long>(started_.load()));
             }
             res.dummies += port_.release_blocked_receives();
-            publish(status_blocked, 0);
+            publish(WEFT_STATE_DRAIN_BLOCKED, 0);
             {
                 StepOut out(rt_, StepOut::leave_gate);  // the gate stays ours: they leave, nobody enters
                 gate::wait_until_empty();
@@ -806,16 +809,16 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
             continue;
         }
         if (drained && none_blocked) decide(attempt, coll_done, p2p_done);
-        if (cur != prev || moved) idle = 0;
+        if (cur != prev || moved) idle.reset();
         prev.swap(cur);
         res.round_work_ns += now_ns() - round_start;
-        rest(idle);
+        idle.pause();
     }
 }
 
 Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
     port_.buffered(res.buffered_messages, res.buffered_bytes);
-    publish(status_buffered, res.buffered_messages);
+    publish(WEFT_STATE_DRAIN_BUFFERED, res.buffered_messages);
     weft_drain_quiescent_fn fn;
     void* arg;
     {
@@ -833,7 +836,7 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
     // write), so the wait gets its own WEFT_DRAIN_TIMEOUT_MS from here
     // rather than what is left of the drain's.
     deadline_ = Deadline::after_ns(timeout_ns_);
-    uint32_t idle = 0;
+    Backoff idle(Backoff::drain_round, deadline_);
     // Ends: every rank said it is done; or must_end: a member failed
     // before saying so (it never will), the deadline (a member stopped or
     // stuck in its callback), finalize. There is no decision here: each
@@ -845,10 +848,10 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
         bool all = true;
         uint64_t buffered = 0;
         for (uint32_t r = 0; r < rt_.size() && all; ++r) {
-            uint64_t st[6];
-            read_remote(r, status_off(0), st, 6);
+            uint64_t st[status_words_through(WEFT_STATE_DRAIN_BUFFERED)];
+            read_remote(r, status_off(0), st, status_words_through(WEFT_STATE_DRAIN_BUFFERED));
             all = st[WEFT_STATE_DRAIN_QUIESCENT / 8] >= number && st[WEFT_STATE_DRAIN_QUIESCENT / 8] != UINT64_MAX;
-            buffered += st[status_buffered / 8];
+            buffered += st[WEFT_STATE_DRAIN_BUFFERED / 8];
         }
         if (all) {
             res.job_buffered_messages = buffered;
@@ -856,20 +859,20 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
         }
         if (const Code why = must_end(); why != undecided) return why;
         if (needs_progress_) port_.poll();
-        rest(idle);
+        idle.pause();
     }
 }
 
 // Why an attempt did not converge, as far as this rank can tell: its
 // clocks below or above their targets, or inside a collective.
 void Drain::log_unconverged(uint64_t attempt) {
-    const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
+    const uint64_t hi = sw_.at(status_off(WEFT_STATE_DRAIN_SLOTS_HI)).load();
     for (uint32_t s = 0; s < hi; ++s) {
-        const uint64_t context = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_CONTEXT))).load();
+        const uint64_t context = sw_.at(clock_off(s, WEFT_STATE_CLOCK_CONTEXT)).load();
         if (context == 0) continue;
-        const uint64_t seq = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_SEQ))).load();
-        const uint64_t fin = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_FINISHED))).load();
-        const uint64_t target = target_of(std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_TARGET))).load(), attempt);
+        const uint64_t seq = sw_.at(clock_off(s, WEFT_STATE_CLOCK_SEQ)).load();
+        const uint64_t fin = sw_.at(clock_off(s, WEFT_STATE_CLOCK_FINISHED)).load();
+        const uint64_t target = target_of(sw_.at(clock_off(s, WEFT_STATE_CLOCK_TARGET)).load(), attempt);
         if (seq == fin && (seq & value_mask) == target) continue;
         WEFT_LOG(info, "drain attempt %llu: slot %u (context %llu) at %llu, finished %llu, target %llu",
                  static_cast<unsigned long long>(attempt), s, static_cast<unsigned long long>(context),
@@ -882,11 +885,11 @@ void Drain::log_unconverged(uint64_t attempt) {
 void Drain::on_commit(void* arg, Comm& c) { static_cast<Drain*>(arg)->commit(c); }
 
 bool Drain::all_at_target(uint64_t attempt) {
-    const uint64_t hi = std::atomic_ref<uint64_t>(*own(status_off(WEFT_STATE_DRAIN_SLOTS_HI))).load();
+    const uint64_t hi = sw_.at(status_off(WEFT_STATE_DRAIN_SLOTS_HI)).load();
     for (uint32_t s = 0; s < hi; ++s) {
-        if (std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_CONTEXT))).load() == 0) continue;
-        const uint64_t seq = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_SEQ))).load();
-        const uint64_t target = std::atomic_ref<uint64_t>(*own(clock_off(s, WEFT_STATE_CLOCK_TARGET))).load(std::memory_order_acquire);
+        if (sw_.at(clock_off(s, WEFT_STATE_CLOCK_CONTEXT)).load() == 0) continue;
+        const uint64_t seq = sw_.at(clock_off(s, WEFT_STATE_CLOCK_SEQ)).load();
+        const uint64_t target = sw_.at(clock_off(s, WEFT_STATE_CLOCK_TARGET)).load(std::memory_order_acquire);
         if ((seq & value_mask) < target_of(target, attempt)) return false;
     }
     return true;
@@ -904,12 +907,12 @@ void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
 }
 
 void Drain::commit(Comm& c) {
-    std::atomic_ref<uint64_t> seq(*own(clock_off(c.slot, WEFT_STATE_CLOCK_SEQ)));
-    uint32_t spins = 0;
+    std::atomic_ref<uint64_t> seq(*sw_.word(clock_off(c.slot, WEFT_STATE_CLOCK_SEQ)));
     // Ends: the drain thread clears drain_active between attempts and when
     // the drain ends, and every drain ends within its bounds (run_drain:
     // WEFT_DRAIN_TIMEOUT_MS, or at once when a member fails); a raise above
-    // our seq ends it sooner.
+    // our seq ends it sooner. That is the bound: Deadline::never() here.
+    Backoff parked(Backoff::drain_parked);
     while (c.slots_known) {
         const uint64_t attempt = port_.drain_active().load(std::memory_order_acquire);
         if (attempt == 0) break;  // no drain, or a free run between attempts
@@ -919,15 +922,14 @@ void Drain::commit(Comm& c) {
             const uint64_t next = seq.load(std::memory_order_relaxed) + 1;
             seq.store(next, std::memory_order_release);
             const uint64_t target =
-                std::atomic_ref<uint64_t>(*own(clock_off(c.slot, WEFT_STATE_CLOCK_TARGET))).load(std::memory_order_acquire);
+                sw_.at(clock_off(c.slot, WEFT_STATE_CLOCK_TARGET)).load(std::memory_order_acquire);
             if ((next & value_mask) > target_of(target, attempt)) raise(c, next, attempt);
             return;
         }
         // At every target (or the collectives are drained): wait here,
         // outside weft, until the drain ends or a raise puts us below one.
         StepOut out(rt_, StepOut::leave_gate);
-        if (++spins < 16) std::this_thread::yield();
-        else std::this_thread::sleep_for(std::chrono::microseconds(spins < 64 ? 20 : 200));
+        parked.pause();
     }
     seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }

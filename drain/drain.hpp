@@ -5,8 +5,10 @@
 #include <weft/drain.h>
 
 #include "group/drain_port.hpp"
+#include "transport/state_window_view.hpp"
 
 #include <condition_variable>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -73,9 +75,14 @@ private:
     void hold();
     void unhold();
 
-    // One-sided access to rank r's state window.
+    // One-sided access to rank r's state window: consecutive words, or
+    // named ones (in order). A word that cannot be read reads as all ones.
     uint64_t load_remote(uint32_t r, uint64_t off);
     void read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words);
+    void read_remote(uint32_t r, std::initializer_list<uint64_t> offs, uint64_t* dst);
+    bool read_gone(uint32_t r, uint64_t* dst, size_t words);
+    void read_failed(uint32_t r, Status st, uint64_t* dst, size_t words);
+    uint64_t load_mapped(uint32_t r, uint64_t off);
     template <typename Enough>
     Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect);
     void cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value);
@@ -84,7 +91,6 @@ private:
     // decision before it settles member_failed; UINT32_MAX when none.
     uint32_t reported_failure();
     void decide(uint64_t attempt, Code from, Code to);
-    uint64_t* own(uint64_t off);
     void publish(uint64_t field, uint64_t v);
     // Everything the collective phase's termination looks at, all ranks.
     void snapshot_clocks(std::vector<uint64_t>& out);
@@ -98,11 +104,11 @@ private:
     static uint64_t inbox_off(uint32_t step, uint64_t round) {
         return WEFT_STATE_DRAIN_INBOX_OFF + ((round & 1) * WEFT_STATE_DRAIN_INBOX_STEPS + step) * uint64_t(WEFT_STATE_LINE);
     }
-    void rest(uint32_t& idle);
 
     Runtime& rt_;
     group::DrainPort& port_;  // all the drain uses of group
     weft_window* win_;
+    StateWindowView sw_;
     bool direct_ = false;         // every rank's window is mapped here (shm)
     bool needs_progress_ = false; // atomics move only when the target progresses
     uint64_t attempt_ns_, free_run_ns_, timeout_ns_, idle_ns_;

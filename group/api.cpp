@@ -3,6 +3,7 @@
 // Every entry validates handles and arguments (a clear status and a log
 // line, never a crash), takes the context's lock when it is MULTIPLE, and
 // turns any C++ exception into a status.
+#include "transport/api_entry.hpp"
 #include "group/errhandler.hpp"
 #include "group/detector.hpp"
 #include "group/engine.hpp"
@@ -71,16 +72,7 @@ weft_comm* new_handle(Engine& e, Comm* c, weft_comm_t parent = nullptr) {
     return c->handle;
 }
 
-// An enum argument's value as an int, read without loading the enum: a C
-// caller may pass any int, which is undefined behaviour to load as the C++
-// enum type.
-template <typename E>
-int raw(E e) {
-    static_assert(sizeof(E) == sizeof(int));
-    int v;
-    std::memcpy(&v, &e, sizeof v);
-    return v;
-}
+using weft::api::raw;
 bool type_ok(int t) { return t >= 0 && t < WEFT_DATATYPE_COUNT_; }
 bool op_ok(int op) { return op >= 0 && op < WEFT_OP_COUNT_; }
 
@@ -476,18 +468,24 @@ void stop_detector(void* arg) { static_cast<Layer*>(arg)->detector->stop(); }
 
 void progress_loop(Layer* l) {
     Runtime& rt = l->engine->rt();
-    uint32_t idle = 0;
+    // Deadline::never(): the thread's life ends with stop (weft_finalize),
+    // looked at after every pause, the longest of which is 1 ms.
+    weft::Backoff idle(weft::Backoff::progress_thread);
     while (!l->stop.load(std::memory_order_acquire)) {
         uint32_t n;
         {
             RuntimeLock g(rt);  // MULTIPLE is forced with the thread; the gate keeps it out of a drain
             n = l->engine->poll();
         }
-        // Busy while there is traffic; idle, back off to 1 ms so a
-        // progress thread does not steal an oversubscribed rank's core.
-        idle = n ? 0 : std::min<uint32_t>(idle + 1, 1000);
-        if (idle > 16) std::this_thread::sleep_for(std::chrono::microseconds(idle));
-        else std::this_thread::yield();
+        // Busy while there is traffic (a yield lets the application's
+        // threads at the lock); idle, back off to 1 ms so a progress thread
+        // does not steal an oversubscribed rank's core.
+        if (n) {
+            idle.reset();
+            std::this_thread::yield();
+        } else {
+            idle.pause();
+        }
     }
 }
 }  // namespace

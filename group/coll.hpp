@@ -15,18 +15,6 @@
 
 namespace weft::group {
 
-// How a flag collective waits for its partner (flags.cpp).
-class FlagBackoff {
-public:
-    void pause();
-
-private:
-    static constexpr uint32_t spin_steps = 16;
-    static constexpr uint64_t yield_ns = 200000;
-    uint32_t step_ = 0, sleeps_ = 0;
-    uint64_t yield_since_ = 0;
-};
-
 class Collectives {
 public:
     explicit Collectives(Engine& eng);
@@ -85,7 +73,7 @@ public:
 private:
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
-    void rest(FlagBackoff& b);
+    void rest(Backoff& b);
 
     Engine& eng_;
     Runtime& rt_;

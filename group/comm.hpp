@@ -12,6 +12,7 @@
 #include <weft/state_window.h>
 
 #include "transport/runtime.hpp"
+#include "transport/state_window_view.hpp"
 
 #include <atomic>
 #include <deque>
@@ -83,10 +84,10 @@ struct Comm {
     int32_t rank_of_job(uint32_t job_rank) const;
 };
 
-// This rank's word at `off` of its pinned state window (state_window.h).
-inline uint64_t* state_word(Runtime& rt, uint64_t off) {
-    return reinterpret_cast<uint64_t*>(rt.state_window()->local_base + off);
-}
+// This rank's word at `off` of its pinned state window, for
+// std::atomic_ref (the registry, point-to-point counters, the drain port
+// and revoke use it): the view's (transport/state_window_view.hpp).
+inline uint64_t* state_word(Runtime& rt, uint64_t off) { return StateWindowView(rt.state_window()).word(off); }
 
 }  // namespace weft::group
 

@@ -34,9 +34,6 @@ private:
     static Status ok(Status st) { return st == WEFT_OK ? WEFT_OK : WEFT_ERR_PEER_FAILED; }
     weft_window* w_;
 };
-std::atomic_ref<uint64_t> word_at(uint8_t* base, uint64_t off) {
-    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base + off));
-}
 }  // namespace
 
 DetectorConfig DetectorConfig::from_env() {
@@ -60,19 +57,16 @@ Detector::Detector(Runtime& rt) : rt_(rt), cfg_(DetectorConfig::from_env()) {}
 
 Detector::~Detector() { stop(); }
 
-uint64_t* Detector::own_word(uint64_t off) const { return reinterpret_cast<uint64_t*>(sw_->local_base + off); }
-
 Status Detector::attach() {
     sw_ = rt_.state_window();
+    view_ = StateWindowView(sw_);
     n_ = rt_.size();
     me_ = rt_.rank();
     obs_.assign(n_, Obs{});
     pushed_.assign(n_, 0);
     weft_caps_t caps{};
     rt_.backend().query_caps(caps);
-    bool mapped = true;
-    for (uint32_t p = 0; p < n_; ++p)
-        if (!sw_->remote[p].direct) mapped = false;
+    const bool mapped = view_.all_mapped();
     // WEFT_FT_DETECTOR=progress forces the transport path where the thread
     // could observe (tests run the verbs code path on shm and UCX that way).
     // WEFT_FT_DETECTOR=channel forces the observer channel where windows
@@ -112,7 +106,7 @@ Status Detector::attach() {
         WEFT_LOG(warn, "failure detector: %u ranks exceed the %u-rank failure bitmap; no propagation", n_,
                  WEFT_STATE_FAILURE_WORDS * 64);
     }
-    notices_seen_ = word_at(sw_->local_base, WEFT_STATE_FAILURE_NOTICES_OFF).load(std::memory_order_acquire);
+    notices_seen_ = view_.at(WEFT_STATE_FAILURE_NOTICES_OFF).load(std::memory_order_acquire);
     Status lst = rt_.add_layer(detector_layer, this, {.on_declared = on_declared});
     if (lst != WEFT_OK) return lst;
     thread_ = std::thread([this] { run(); });
@@ -168,7 +162,7 @@ void Detector::run() {
         const uint64_t now = now_ns();
         if (now >= next_beat) {
             // Owner-store word: only we write it, peers read it.
-            word_at(sw_->local_base, WEFT_STATE_HEARTBEAT_OFF).store(++beat, std::memory_order_release);
+            view_.at(WEFT_STATE_HEARTBEAT_OFF).store(++beat, std::memory_order_release);
             next_beat = now + cfg_.period_ns;
         }
         // Cleared before the tick: a declaration during it kicks again.
@@ -211,7 +205,7 @@ void Detector::tick(uint64_t now, bool do_observe) {
 
 Detector::Read Detector::read_word(uint32_t p, uint64_t off, uint64_t& v) {
     if (mode_ == Mode::thread) {
-        v = word_at(sw_->remote[p].direct, off).load(std::memory_order_acquire);
+        v = std::atomic_ref<uint64_t>(*view_.mapped_word(p, off)).load(std::memory_order_acquire);
         return Read::value;
     }
     const Status st = channel_->read(p, off, v, Deadline::after_ns(channel_wait_ns_));
@@ -262,12 +256,12 @@ void Detector::observe(uint64_t credited) {
 }
 
 void Detector::absorb_notices() {
-    const uint64_t v = word_at(sw_->local_base, WEFT_STATE_FAILURE_NOTICES_OFF).load(std::memory_order_acquire);
+    const uint64_t v = view_.at(WEFT_STATE_FAILURE_NOTICES_OFF).load(std::memory_order_acquire);
     if (v == notices_seen_) return;
     notices_seen_ = v;
     const uint32_t words = std::min<uint32_t>((n_ + 63) / 64, WEFT_STATE_FAILURE_WORDS);
     for (uint32_t w = 0; w < words; ++w) {
-        uint64_t bits = word_at(sw_->local_base, WEFT_STATE_FAILURE_BITMAP_OFF + 8ull * w).load(std::memory_order_acquire);
+        uint64_t bits = view_.at(WEFT_STATE_FAILURE_BITMAP_OFF + 8ull * w).load(std::memory_order_acquire);
         while (bits) {
             const uint32_t p = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
             bits &= bits - 1;
@@ -290,8 +284,10 @@ void Detector::push_bit(uint32_t target, uint32_t failed) {
     const uint64_t bit = 1ull << (failed % 64);
     bool newly = false;
     if (mode_ == Mode::thread) {
-        newly = !(word_at(sw_->remote[target].direct, off).fetch_or(bit, std::memory_order_acq_rel) & bit);
-        if (newly) word_at(sw_->remote[target].direct, WEFT_STATE_FAILURE_NOTICES_OFF).fetch_add(1, std::memory_order_release);
+        newly = !(std::atomic_ref<uint64_t>(*view_.mapped_word(target, off)).fetch_or(bit, std::memory_order_acq_rel) & bit);
+        if (newly)
+            std::atomic_ref<uint64_t>(*view_.mapped_word(target, WEFT_STATE_FAILURE_NOTICES_OFF))
+                .fetch_add(1, std::memory_order_release);
         return;
     }
     // Fetch-or by compare-swap: the transports have no remote fetch-or.

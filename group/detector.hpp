@@ -27,6 +27,7 @@
 #pragma once
 
 #include "transport/runtime.hpp"
+#include "transport/state_window_view.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -80,13 +81,13 @@ private:
     Read read_word(uint32_t p, uint64_t off, uint64_t& v);
     bool threaded() const { return mode_ == Mode::thread || mode_ == Mode::channel; }
     void push_bit(uint32_t target, uint32_t failed);
-    uint64_t* own_word(uint64_t off) const;
     static void on_declared(void* arg, uint32_t peer);
 
     Runtime& rt_;
     DetectorConfig cfg_;
     Mode mode_ = Mode::beat_only;
     weft_window* sw_ = nullptr;
+    StateWindowView view_;  // of sw_: thread mode reads and changes peers' words through it
     // Mode::channel: the transport's; Mode::progress: window_channel_,
     // the state window's own one-sided operations seen as a channel.
     ObserverChannel* channel_ = nullptr;

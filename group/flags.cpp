@@ -25,11 +25,8 @@
 
 #include <weft/state_window.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <sched.h>
-#include <time.h>
 
 namespace weft::group {
 
@@ -87,33 +84,17 @@ Status Collectives::signal(const Comm& c, uint32_t to, uint64_t flag_off, const 
     return st;
 }
 
-// Waiting for a partner inside a collective. The partner is in the same
-// collective, so its write comes within a few of its scheduling turns:
-// spin a little, then yield — which hands a shared core straight to it when
-// ranks outnumber cores — for up to 200 us, and only then sleep (20 us
-// growing to 1 ms: a rank that waits that long waits for one that computes).
-// Flags ring no doorbell, so never the futex sleep of Engine::pause.
-void FlagBackoff::pause() {
-    if (step_ < spin_steps) {
-        ++step_;
-        cpu_relax();
-        return;
-    }
-    const uint64_t now = now_ns();
-    if (!yield_since_) yield_since_ = now;
-    if (now - yield_since_ < yield_ns) {
-        sched_yield();
-        return;
-    }
-    const uint32_t k = std::min<uint32_t>(sleeps_++, 6);
-    timespec ts{0, long(std::min<uint64_t>(20000ull << k, 1000000ull))};
-    nanosleep(&ts, nullptr);
-}
-
-void Collectives::rest(FlagBackoff& b) {
+// Waiting for a partner inside a collective (Backoff::collective_partner).
+// The partner is in the same collective, so its write comes within a few of
+// its scheduling turns: spin a little, then yield — which hands a shared
+// core straight to it when ranks outnumber cores — for up to 200 us, and
+// only then sleep (20 us growing to 1 ms: a rank that waits that long waits
+// for one that computes). Flags ring no doorbell, so never the futex sleep
+// of Engine::pause.
+void Collectives::rest(Backoff& b) {
     // Let other threads in while we wait (MULTIPLE), and a drain past us.
     StepOut out(rt_, StepOut::let_drain_pass);
-    b.pause();
+    b.pause();  // past the deadline it returns at once: await() looks at it
 }
 
 // Waits until our flag at flag_off reaches epoch; fails when a member
@@ -124,7 +105,7 @@ Status Collectives::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
     std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(flag_win_->local_base + flag_off));
     if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
     const Deadline d = rt_.op_deadline();
-    FlagBackoff backoff;
+    Backoff backoff(Backoff::collective_partner, d);
     for (uint32_t spins = 0;; ++spins) {  // ends: the flag, a failure, a revoke or the deadline
         // The transport may need us to progress for a peer's put to land
         // (UCX over tcp); on shm this is one load.

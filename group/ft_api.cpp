@@ -3,6 +3,7 @@
 // Entry points validate handles and arguments (a clear status and a log
 // line), take the context's lock when it is MULTIPLE, and turn exceptions
 // into statuses, as group/api.cpp does.
+#include "transport/api_entry.hpp"
 #include "group/errhandler.hpp"
 #include "group/ft.hpp"
 #include "transport/backend.hpp"
@@ -78,13 +79,7 @@ Status with_target(weft_comm_t h, const char* fn, F&& body) {
     return guarded([&]() -> Status { return body(t); });
 }
 
-template <typename E>
-int raw(E e) {
-    static_assert(sizeof(E) == sizeof(int));
-    int v;
-    std::memcpy(&v, &e, sizeof v);
-    return v;
-}
+using weft::api::raw;
 
 // The agreement value: a flag, then the members this rank knows failed.
 std::vector<uint64_t> value_of(const FtComm& f, uint32_t size, uint64_t flag) {

@@ -6,6 +6,7 @@
 // The RMA entries are the hot path: the checks are a few compares on data
 // already in the window's first cache lines, then one call through the
 // window's bound RmaOps.
+#include "transport/api_entry.hpp"
 #include "transport/runtime.hpp"
 
 #include <cstring>
@@ -17,24 +18,7 @@ using weft::Status;
 
 namespace {
 
-using weft::runtime_of;
-
-inline bool window_live(weft_window_t w) {
-    return w && w->magic == weft_window::live_magic;
-}
-
-
-#define REQUIRE_RT(ctx, rt)                                                               \
-    Runtime* rt = runtime_of(ctx);                                                        \
-    if (__builtin_expect(!rt, 0))                                                         \
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", __func__)
-
-#define REQUIRE_PTR(p) \
-    if (__builtin_expect(!(p), 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p)
-
-[[gnu::cold]] Status bad_window(const char* fn) {
-    return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: window is null or freed", fn);
-}
+namespace api = weft::api;
 
 // Common checks for an RMA access of len bytes at offset of rank's region.
 // `proc_null`: the target failed and weft_window_validate recognised it;
@@ -72,36 +56,41 @@ inline Status check_atomic(weft_window_t w, uint32_t rank, uint64_t offset, uint
 extern "C" {
 
 weft_status_t weft_rank(weft_context_t ctx, uint32_t* rank) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(rank);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(rank, "rank", __func__)) return st;
     *rank = rt->rank();
     return WEFT_OK;
 }
 
 weft_status_t weft_size(weft_context_t ctx, uint32_t* size) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(size);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(size, "size", __func__)) return st;
     *size = rt->size();
     return WEFT_OK;
 }
 
 weft_status_t weft_job_id(weft_context_t ctx, uint32_t* job) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(job);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(job, "job", __func__)) return st;
     *job = rt->job();
     return WEFT_OK;
 }
 
 weft_status_t weft_universe_size(weft_context_t ctx, uint32_t* n) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(n);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(n, "n", __func__)) return st;
     *n = rt->universe_size();
     return WEFT_OK;
 }
 
 weft_status_t weft_peer_lookup(weft_context_t ctx, uint32_t job, uint32_t rank, uint32_t* peer) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(peer);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(peer, "peer", __func__)) return st;
     const auto& sizes = rt->bootstrap().job_sizes();
     if (job >= sizes.size() || rank >= sizes[job])
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_lookup: no job %u rank %u", job, rank);
@@ -110,9 +99,10 @@ weft_status_t weft_peer_lookup(weft_context_t ctx, uint32_t job, uint32_t rank, 
 }
 
 weft_status_t weft_peer_identity(weft_context_t ctx, uint32_t peer, uint32_t* job, uint32_t* rank) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(job);
-    REQUIRE_PTR(rank);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(job, "job", __func__)) return st;
+    if (Status st = api::not_null(rank, "rank", __func__)) return st;
     if (peer >= rt->universe_size())
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_identity: peer %u >= universe %u", peer,
                          rt->universe_size());
@@ -122,18 +112,20 @@ weft_status_t weft_peer_identity(weft_context_t ctx, uint32_t peer, uint32_t* jo
 }
 
 weft_status_t weft_query_caps(weft_context_t ctx, weft_caps_t* caps) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(caps);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(caps, "caps", __func__)) return st;
     rt->backend().query_caps(*caps);
     return WEFT_OK;
 }
 
 weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_out,
                                    weft_window_t* win_out) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
-    REQUIRE_PTR(base_out);
-    REQUIRE_PTR(win_out);
+    if (Status st = api::not_null(base_out, "base_out", __func__)) return st;
+    if (Status st = api::not_null(win_out, "win_out", __func__)) return st;
     return guarded([&]() -> Status {
         weft_window* w = nullptr;
         Status st = rt->window_create(true, nullptr, size, w);
@@ -146,9 +138,10 @@ weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_
 
 weft_status_t weft_window_register(weft_context_t ctx, void* base, size_t size,
                                    weft_window_t* win_out) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
-    REQUIRE_PTR(win_out);
+    if (Status st = api::not_null(win_out, "win_out", __func__)) return st;
     if (!base && size > 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_window_register: base is NULL");
     return guarded([&]() -> Status {
         weft_window* w = nullptr;
@@ -160,29 +153,30 @@ weft_status_t weft_window_register(weft_context_t ctx, void* base, size_t size,
 }
 
 weft_status_t weft_window_free(weft_window_t win) {
-    if (!window_live(win)) return bad_window(__func__);
+    if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     return guarded([&]() -> Status { return win->rt->window_free(win); });
 }
 
 weft_status_t weft_state_window(weft_context_t ctx, weft_window_t* win_out) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(win_out);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(win_out, "win_out", __func__)) return st;
     *win_out = rt->state_window();
     return WEFT_OK;
 }
 
 weft_status_t weft_window_local(weft_window_t win, void** base, size_t* size) {
-    if (!window_live(win)) return bad_window(__func__);
-    REQUIRE_PTR(base);
-    REQUIRE_PTR(size);
+    if (Status st = api::live(win, __func__)) return st;
+    if (Status st = api::not_null(base, "base", __func__)) return st;
+    if (Status st = api::not_null(size, "size", __func__)) return st;
     *base = win->local_base;
     *size = win->local_size;
     return WEFT_OK;
 }
 
 weft_status_t weft_put(weft_window_t win, uint32_t rank, uint64_t offset, const void* src, size_t len) {
-    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     if (__builtin_expect(!src && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_put: src is NULL");
     bool proc_null = false;
@@ -193,7 +187,7 @@ weft_status_t weft_put(weft_window_t win, uint32_t rank, uint64_t offset, const 
 }
 
 weft_status_t weft_get(weft_window_t win, uint32_t rank, uint64_t offset, void* dst, size_t len) {
-    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     if (__builtin_expect(!dst && len, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_get: dst is NULL");
     bool proc_null = false;
@@ -205,7 +199,7 @@ weft_status_t weft_get(weft_window_t win, uint32_t rank, uint64_t offset, void* 
 
 weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t offset,
                                     uint64_t value, uint64_t* old_value) {
-    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     bool proc_null = false;
     Status st = check_atomic(win, rank, offset, old_value, __func__, proc_null);
@@ -215,7 +209,7 @@ weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t o
 
 weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_t offset,
                                        uint64_t expected, uint64_t desired, uint64_t* old_value) {
-    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     bool proc_null = false;
     Status st = check_atomic(win, rank, offset, old_value, __func__, proc_null);
@@ -225,7 +219,7 @@ weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_
 
 weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset, uint64_t value,
                                uint64_t* old_value) {
-    if (__builtin_expect(!window_live(win), 0)) return bad_window(__func__);
+    if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     bool proc_null = false;
     Status st = check_atomic(win, rank, offset, old_value, __func__, proc_null);
@@ -234,7 +228,7 @@ weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset
 }
 
 weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
-    if (!window_live(win)) return bad_window(__func__);
+    if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     if (rank != WEFT_RANK_ALL && rank >= win->nranks)
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_flush: rank %u outside window of %u ranks", rank,
@@ -263,14 +257,16 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
 }
 
 weft_status_t weft_am_register(weft_context_t ctx, uint32_t id, weft_am_handler_t handler, void* arg) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     return rt->am_register(id, handler, arg);
 }
 
 weft_status_t weft_am_send(weft_context_t ctx, uint32_t peer, uint32_t id, const void* payload,
                            size_t len) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     if (__builtin_expect(peer >= rt->universe_size(), 0))
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_am_send: peer %u >= universe %u", peer,
@@ -289,7 +285,8 @@ weft_status_t weft_am_send(weft_context_t ctx, uint32_t peer, uint32_t id, const
 }
 
 weft_status_t weft_progress(weft_context_t ctx, uint32_t* events) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     return guarded([&]() -> Status {
         uint32_t n = rt->progress();
@@ -299,14 +296,16 @@ weft_status_t weft_progress(weft_context_t ctx, uint32_t* events) {
 }
 
 weft_status_t weft_wait(weft_context_t ctx, uint64_t timeout_ns) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     return guarded([&]() -> Status { return rt->wait(timeout_ns); });
 }
 
 weft_status_t weft_set_peer_failure_handler(weft_context_t ctx, weft_peer_failure_handler_t handler,
                                             void* arg) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     rt->set_failure_handler(handler, arg);
     return WEFT_OK;
@@ -314,9 +313,10 @@ weft_status_t weft_set_peer_failure_handler(weft_context_t ctx, weft_peer_failur
 
 weft_status_t weft_event_register(weft_context_t ctx, weft_event_t event, weft_event_handler_t handler, void* arg,
                                   uint64_t* id) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(handler);
-    REQUIRE_PTR(id);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(handler, "handler", __func__)) return st;
+    if (Status st = api::not_null(id, "id", __func__)) return st;
     if (event != WEFT_EVENT_PROC_FAILED)
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_event_register: unknown event %d", static_cast<int>(event));
     weft::RuntimeLock lock(*rt);
@@ -325,7 +325,8 @@ weft_status_t weft_event_register(weft_context_t ctx, weft_event_t event, weft_e
 }
 
 weft_status_t weft_event_deregister(weft_context_t ctx, uint64_t id) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     if (!rt->event_deregister(id))
         return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_event_deregister: no registration %llu", static_cast<unsigned long long>(id));
@@ -333,8 +334,9 @@ weft_status_t weft_event_deregister(weft_context_t ctx, uint64_t id) {
 }
 
 weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int* failed) {
-    REQUIRE_RT(ctx, rt);
-    REQUIRE_PTR(failed);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
+    if (Status st = api::not_null(failed, "failed", __func__)) return st;
     if (peer >= rt->universe_size())
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_failed: peer %u >= universe %u", peer,
                          rt->universe_size());
@@ -343,7 +345,8 @@ weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int* failed) {
 }
 
 weft_status_t weft_bootstrap_barrier(weft_context_t ctx) {
-    REQUIRE_RT(ctx, rt);
+    Runtime* rt = nullptr;
+    if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     return guarded([&]() -> Status { return rt->bootstrap().barrier(rt->op_deadline()); });
 }

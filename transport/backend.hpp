@@ -73,11 +73,37 @@ public:
     virtual void serve() {}
 };
 
+// How an idle runtime thread (the drain thread, docs/drain.md) should look
+// for work when nothing else wakes it.
+enum class IdlePoll : uint8_t {
+    woken,     // peers wake it through memory mapped here (a futex): a look only bounds the sleep
+    frequent,  // peers' operations may wait for its progress: look often
+    sparse,    // the NIC serves peers; a look is only a wake-up nobody asked for: look rarely
+};
+
+// What the runtime's own threads need to know about a backend, fixed for its
+// life. Code chooses behaviour by these, never by the backend's name, so a
+// new backend states its nature in one place (docs/transports.md).
+struct InternalCaps {
+    // Peers' puts and atomics on this process's memory complete only while
+    // it calls progress(): software serves them (UCX's emulated atomics over
+    // tcp; its endpoints also queue RMA behind active messages not yet taken
+    // in). False where the CPU (mapped memory) or the NIC serves them.
+    bool remote_ops_need_target_progress = false;
+    // A peer's messages to this process wait on transport traffic that this
+    // process sends only from progress() (verbs: returned receive credits;
+    // UCX: its protocol's replies). False where a sender writes straight
+    // into memory the receiver maps and nothing goes back (shm's rings).
+    bool messages_need_target_progress = false;
+    IdlePoll idle_poll = IdlePoll::frequent;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
     virtual void query_caps(weft_caps_t& caps) const = 0;
+    virtual InternalCaps internal_caps() const = 0;
 
     // Collective over the job. With `allocate`, the backend provides `size`
     // zeroed, 64-byte aligned bytes (w.local_base); otherwise it exposes

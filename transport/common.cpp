@@ -7,6 +7,7 @@
 #include <cstring>
 #include <csignal>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace weft {
@@ -118,23 +119,58 @@ uint64_t timeout_ns_from_env() {
     return ms * 1000000ull;
 }
 
-void Backoff::pause() {
-    if (step_ < spin_steps) {
-        // A few microseconds of spinning in all: enough to catch a peer on
-        // another core, short enough not to starve one on ours.
-        cpu_relax();
-    } else if (step_ < spin_steps + yield_steps) {
-        sched_yield();
-    } else {
-        // Sleep grows from 20 us to 1 ms: bounded wake-up latency, little CPU.
-        uint32_t k = step_ - spin_steps - yield_steps;
-        long us = 20L << (k < 6 ? k : 6);
-        if (us > 1000) us = 1000;
-        timespec ts{0, us * 1000};
-        nanosleep(&ts, nullptr);
+bool Backoff::pause() {
+    // Ends: a rung is left after its pauses or its time; the last is for good.
+    for (;;) {
+        const BackoffRung& r = profile_->rungs[rung_];
+        if (r.kind == BackoffRung::Kind::spin) {
+            cpu_relax();
+            count();
+            return true;
+        }
+        const bool timed = r.for_ns != 0, bounded = deadline_.at_ns != UINT64_MAX;
+        const uint64_t now = timed || bounded ? now_ns() : 0;
+        if (bounded && now >= deadline_.at_ns) return false;
+        if (timed) {
+            if (!timed_since_) timed_since_ = now;
+            if (now - timed_since_ >= r.for_ns && rung_ + 1 < profile_->n) {
+                ++rung_;
+                on_rung_ = 0;
+                continue;
+            }
+            sched_yield();
+            return true;
+        }
+        if (r.kind == BackoffRung::Kind::yield) {
+            sched_yield();
+        } else {
+            uint64_t ns = uint64_t(r.sleep_at(on_rung_)) * 1000;
+            if (bounded && ns > deadline_.at_ns - now) ns = deadline_.at_ns - now;
+            timespec ts{static_cast<time_t>(ns / 1000000000ull), static_cast<long>(ns % 1000000000ull)};
+            nanosleep(&ts, nullptr);
+        }
+        count();
+        return true;
     }
-    if (step_ < UINT32_MAX) ++step_;
 }
+
+void Backoff::count() {
+    if (on_rung_ < UINT32_MAX) ++on_rung_;
+    const BackoffRung& r = profile_->rungs[rung_];
+    if (r.pauses && on_rung_ >= r.pauses && rung_ + 1 < profile_->n) {
+        ++rung_;
+        on_rung_ = 0;
+    }
+}
+
+// The ladders the profiles replaced, sleep for sleep (common.hpp).
+static_assert(Backoff::transport.rungs[2].sleep_at(0) == 20 && Backoff::transport.rungs[2].sleep_at(5) == 640 &&
+              Backoff::transport.rungs[2].sleep_at(6) == 1000 && Backoff::transport.rungs[2].sleep_at(999) == 1000);
+static_assert(Backoff::drain_round.rungs[2].sleep_at(7) == 40 && Backoff::drain_round.rungs[2].sleep_at(8) == 80 &&
+              Backoff::drain_round.rungs[2].sleep_at(39) == 640 && Backoff::drain_round.rungs[2].sleep_at(40) == 1000);
+static_assert(Backoff::drain_parked.rungs[1].sleep_at(47) == 20 && Backoff::drain_parked.rungs[2].sleep_at(9) == 200);
+static_assert(Backoff::progress_thread.rungs[1].sleep_at(0) == 17 && Backoff::progress_thread.rungs[1].sleep_at(982) == 999 &&
+              Backoff::progress_thread.rungs[1].sleep_at(983) == 1000 && Backoff::progress_thread.rungs[1].sleep_at(5000) == 1000);
 
 namespace fault {
 std::atomic<bool> armed{false};

@@ -1,5 +1,6 @@
 // common.hpp — small pieces every transport file uses: status, logging,
-// time and deadlines, environment parsing, and the spin-then-block backoff.
+// time and deadlines, environment parsing, and the one backoff every wait
+// of weft pauses with.
 #pragma once
 
 #include <weft/weft.h>
@@ -86,6 +87,9 @@ inline uint64_t now_ns() {
 struct Deadline {
     uint64_t at_ns;
     static Deadline after_ns(uint64_t ns) { return Deadline{now_ns() + ns}; }
+    // For a wait whose bound is not a time of its own (it names its bound
+    // in an "Ends:" comment), e.g. the entry gate's, bounded by the drain's.
+    static constexpr Deadline never() { return Deadline{UINT64_MAX}; }
     bool passed() const { return now_ns() >= at_ns; }
     uint64_t remaining_ns() const {
         uint64_t n = now_ns();
@@ -111,22 +115,117 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spin, then yield, then sleep. With more ranks than cores a pure spin would
-// burn the peer's scheduler quantum (4 ms here); a pure sleep would cost
-// tens of microseconds per wait. Each call to pause() escalates one step.
+// One rung of a backoff ladder: what a pause does, and for how many pauses.
+struct BackoffRung {
+    enum class Kind : uint8_t { spin, yield, sleep };
+    Kind kind = Kind::spin;
+    uint32_t pauses = 0;      // pauses on this rung; 0: the last rung (for good), or a timed one
+    uint64_t for_ns = 0;      // a yield rung timed from its first pause; reset() does not restart that clock
+    uint32_t sleep_us = 0;    // sleep: the first sleep
+    uint32_t max_us = 0;      // sleep: the longest
+    uint32_t grow_every = 0;  // sleep: pauses between two growth steps (0: flat)
+    uint32_t grow_add_us = 0; // sleep: a growth step adds this much (0: doubles)
+
+    // The k-th sleep (from 0) of a sleep rung, in microseconds.
+    constexpr uint32_t sleep_at(uint32_t k) const {
+        uint64_t steps = grow_every ? k / grow_every : 0, us = sleep_us;
+        if (grow_add_us) us += steps * grow_add_us;
+        else
+            for (; steps > 0 && us < max_us; --steps) us *= 2;
+        return static_cast<uint32_t>(us < max_us ? us : max_us);
+    }
+};
+constexpr BackoffRung spin_rung(uint32_t n) { return {BackoffRung::Kind::spin, n}; }
+constexpr BackoffRung yield_rung(uint32_t n) { return {BackoffRung::Kind::yield, n}; }
+constexpr BackoffRung yield_for_rung(uint64_t ns) { return {BackoffRung::Kind::yield, 0, ns}; }
+constexpr BackoffRung sleep_rung(uint32_t us, uint32_t n = 0) { return {BackoffRung::Kind::sleep, n, 0, us, us}; }
+constexpr BackoffRung sleep_doubling_rung(uint32_t us, uint32_t every, uint32_t max_us) {
+    return {BackoffRung::Kind::sleep, 0, 0, us, max_us, every, 0};
+}
+constexpr BackoffRung sleep_adding_rung(uint32_t us, uint32_t add_us, uint32_t max_us) {
+    return {BackoffRung::Kind::sleep, 0, 0, us, max_us, 1, add_us};
+}
+
+// A named ladder: its rungs in order, the last one for good.
+struct BackoffProfile {
+    const char* name;
+    BackoffRung rungs[4];
+    uint32_t n;
+};
+
+// Every wait in weft pauses through a Backoff: spin (cpu_relax), yield,
+// sleep, each for as long as its profile says. With more ranks than cores
+// a pure spin would burn the peer's scheduler quantum (4 ms here); a pure
+// sleep would cost tens of microseconds per wait. The profiles, the only
+// ladders weft has (each keeps the constants its waits had):
+//
+//   transport (default)  128 spins, 64 yields, then sleeps of 20 us doubling
+//                        each time to 1 ms. Waits that poll the transport
+//                        for a peer: Engine::progress_until, Runtime::wait,
+//                        the backends and the bootstrap. should_block() says
+//                        when one with a kernel wait (futex, event fd)
+//                        should block there instead.
+//   nic_completion       yields for 2 ms from the wait's first pause, then
+//                        as transport (a completion resets to the spins,
+//                        not the 2 ms). Verbs: the answer comes from the
+//                        NIC, so busy polling steals no peer's cycles.
+//   collective_partner   16 spins, yields for 200 us, then sleeps of 20 us
+//                        doubling to 1 ms. Flag collectives (group/flags.cpp):
+//                        the partner is inside the same collective.
+//   drain_round          3 yields, 4 sleeps of 20 us, then 40 us doubling
+//                        every 8 sleeps to 1 ms. The drain thread between
+//                        its rounds (docs/drain.md): it must not take the
+//                        core a computing rank needs to reach its target.
+//   drain_parked         15 yields, 48 sleeps of 20 us, then 200 us. An
+//                        application thread held at its clock target while
+//                        a drain runs (Drain::commit).
+//   gate_door            63 yields, then 50 us sleeps. The entry gate: a
+//                        thread at the closed door, a closer waiting for the
+//                        threads inside (transport/entry_gate.cpp).
+//   progress_thread      16 yields, then sleeps of 17 us growing by 1 us
+//                        each to 1 ms. The idle WEFT_PROGRESS_THREAD.
+//
+// Each Backoff is bounded by a Deadline: pause() returns false, without
+// pausing, once it passed, and a sleep ends at it. The deadline is looked at
+// only by pauses that yield or sleep (a spin costs less than a clock read):
+// a wait that spins looks at its deadline itself. Waits bounded otherwise
+// pass Deadline::never() and say what bounds them.
 class Backoff {
 public:
-    void pause();
-    void reset() { step_ = 0; }
-    // True once the backoff has reached the sleeping stage, where a caller
-    // with a kernel wait primitive (futex) should block instead.
-    bool should_block() const { return step_ >= spin_steps + yield_steps; }
-
-    static constexpr uint32_t spin_steps = 128;
+    static constexpr uint32_t spin_steps = 128;  // the transport profile's rungs
     static constexpr uint32_t yield_steps = 64;
+    static constexpr BackoffProfile transport{
+        "transport", {spin_rung(spin_steps), yield_rung(yield_steps), sleep_doubling_rung(20, 1, 1000)}, 3};
+    static constexpr BackoffProfile nic_completion{
+        "nic_completion",
+        {yield_for_rung(2000000), spin_rung(spin_steps), yield_rung(yield_steps), sleep_doubling_rung(20, 1, 1000)},
+        4};
+    static constexpr BackoffProfile collective_partner{
+        "collective_partner", {spin_rung(16), yield_for_rung(200000), sleep_doubling_rung(20, 1, 1000)}, 3};
+    static constexpr BackoffProfile drain_round{
+        "drain_round", {yield_rung(3), sleep_rung(20, 4), sleep_doubling_rung(40, 8, 1000)}, 3};
+    static constexpr BackoffProfile drain_parked{"drain_parked", {yield_rung(15), sleep_rung(20, 48), sleep_rung(200)}, 3};
+    static constexpr BackoffProfile gate_door{"gate_door", {yield_rung(63), sleep_rung(50)}, 2};
+    static constexpr BackoffProfile progress_thread{"progress_thread", {yield_rung(16), sleep_adding_rung(17, 1, 1000)}, 2};
+
+    explicit Backoff(const BackoffProfile& profile = transport, Deadline deadline = Deadline::never())
+        : profile_(&profile), deadline_(deadline) {}
+    // Pauses once and escalates one step; false once the deadline passed.
+    bool pause();
+    // Back to the first rung (work arrived); a timed rung keeps its clock.
+    void reset() { rung_ = on_rung_ = 0; }
+    // True once the next pause sleeps: a caller with a kernel wait
+    // primitive (futex) should block instead.
+    bool should_block() const { return profile_->rungs[rung_].kind == BackoffRung::Kind::sleep; }
+    const Deadline& deadline() const { return deadline_; }
 
 private:
-    uint32_t step_ = 0;
+    void count();
+
+    const BackoffProfile* profile_;
+    Deadline deadline_;
+    uint32_t rung_ = 0, on_rung_ = 0;
+    uint64_t timed_since_ = 0;  // first pause on the timed rung (0: not yet)
 };
 
 // Named fault points: WEFT_FAULT_POINT("transport.init.exchanged") makes

@@ -54,11 +54,6 @@ struct Unregister {
 };
 thread_local Unregister unregister_at_exit;
 
-void pause_briefly(uint32_t& spins) {
-    if (++spins < 64) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
-}
-
 }  // namespace
 
 // Forces a full fence on every running thread of the process, so that a
@@ -89,11 +84,11 @@ void detail::wait_open(ThreadDepth* t) {
     // drain ends within its bounds (WEFT_DRAIN_TIMEOUT_MS to the quiescent
     // point, as long again for the barrier after it, at once when a member
     // fails: docs/drain.md); try_close holds it for one progress call.
-    uint32_t spins = 0;
+    Backoff backoff(Backoff::gate_door);  // Deadline::never(): bounded by the drain, as above
     for (;;) {
         const uint32_t d = t->depth.load(std::memory_order_relaxed);
         t->depth.store(d - 1, std::memory_order_release);
-        while (closed.load(std::memory_order_acquire) != 0) pause_briefly(spins);
+        while (closed.load(std::memory_order_acquire) != 0) backoff.pause();
         t->depth.store(d, std::memory_order_relaxed);
         fence_after_entry();
         if (closed.load(std::memory_order_acquire) == 0) return;
@@ -132,12 +127,12 @@ void close() {
     detail::closed.store(1, std::memory_order_relaxed);
     heavy_fence();
     me->owner = true;
-    uint32_t spins = 0;
+    Backoff backoff(Backoff::gate_door);  // Deadline::never(): bounded as below
     // Ends: when every thread inside has left. A blocking call steps out
     // between its polls, a receive blocked inside (blocking mode) counts as
     // out, and every call ends by WEFT_TIMEOUT_MS; an external stack's
     // weft_drain_enter/leave brackets promise the same (drain.h).
-    while (someone_inside(me)) pause_briefly(spins);
+    while (someone_inside(me)) backoff.pause();
     std::atomic_thread_fence(std::memory_order_acquire);
 }
 
@@ -159,8 +154,10 @@ bool try_close() {
 void set_blocked(bool on) { self()->blocked.store(on, std::memory_order_release); }
 
 void wait_until_empty() {
-    uint32_t spins = 0;
-    while (someone_inside(self())) pause_briefly(spins);
+    // Ends: the threads it waits for were just released from their blocked
+    // receives and leave weft (as close(), which bounds it the same way).
+    Backoff backoff(Backoff::gate_door);
+    while (someone_inside(self())) backoff.pause();
     std::atomic_thread_fence(std::memory_order_acquire);
 }
 

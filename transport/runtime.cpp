@@ -1,5 +1,8 @@
 // runtime.cpp — init/finalize, peers, failures, handlers, progress, windows.
 #include "transport/runtime.hpp"
+#include "transport/state_window_view.hpp"
+
+#include "transport/registry.hpp"
 
 #include <weft/state_window.h>
 
@@ -146,24 +149,47 @@ Status Runtime::exchange_identities() {
 }
 
 Status Runtime::choose_backend() {
-    std::string want = env_string("WEFT_TRANSPORT", "auto");
-    if (want == "auto") want = all_same_host() || !ucx_backend_built() ? "shm" : "ucx";
-    Status st;
-    if (want == "shm") {
-        if (!all_same_host())
-            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
-                             "WEFT_TRANSPORT=shm but the job spans several hosts");
-        st = create_shm_backend(*this, backend_);
-    } else if (want == "ucx") {
-        st = create_ucx_backend(*this, backend_);
-    } else if (want == "verbs") {
-        st = create_verbs_backend(*this, backend_);
-    } else {
-        return WEFT_FAIL(WEFT_ERR_UNKNOWN_TRANSPORT,
-                         "WEFT_TRANSPORT=%s: expected shm, ucx, verbs or auto", want.c_str());
+    const std::string want = env_string("WEFT_TRANSPORT", "auto");
+    const bool one_host = all_same_host();
+    // A device is a fact of each host, so auto may take verbs only where
+    // every rank of the universe can: on several hosts each rank says
+    // whether it would (auto with a viable device, or verbs asked for).
+    // Every rank takes part whatever its WEFT_TRANSPORT (the conditions are
+    // the universe's), so jobs of one launch that set it differently still
+    // meet here, and all ranks decide from the same answers
+    // (docs/transports.md).
+    bool verbs_everywhere = false;
+    if (!one_host && find_backend("verbs")->built) {
+        std::string why;
+        const bool mine = want == "verbs" || (want == "auto" && find_backend("verbs")->viable(why) == WEFT_OK);
+        const std::vector<uint8_t> vote{static_cast<uint8_t>(mine)};
+        std::vector<std::vector<uint8_t>> all;
+        Status st = bootstrap_->exchange(wire::Scope::universe, vote, all, op_deadline());
+        if (st != WEFT_OK) return WEFT_FAIL(st, "transport choice: exchange failed");
+        verbs_everywhere = std::all_of(all.begin(), all.end(), [](const auto& v) { return v.size() == 1 && v[0] == 1; });
+        WEFT_LOG(debug, "transport choice: verbs here: %s (%s); on every rank: %s", mine ? "yes" : "no", why.c_str(),
+                 verbs_everywhere ? "yes" : "no");
     }
+    const BackendEntry* b = want == "auto" ? auto_backend(one_host, verbs_everywhere) : find_backend(want);
+    if (!b && want == "auto")
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
+                         "WEFT_TRANSPORT=auto: the job spans several hosts, verbs cannot run on every rank and "
+                         "UCX is not built");
+    if (!b)
+        return WEFT_FAIL(WEFT_ERR_UNKNOWN_TRANSPORT, "WEFT_TRANSPORT=%s: expected %s or auto", want.c_str(),
+                         backend_names().c_str());
+    if (!b->built) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "WEFT_TRANSPORT=%s: not built (%s)", b->name, b->not_built_why);
+    if (b->one_host_only && !one_host)
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "WEFT_TRANSPORT=%s but the job spans several hosts", b->name);
+    if (b->probe_at_selection) {
+        std::string why;
+        Status st = b->viable(why);
+        if (st != WEFT_OK)
+            return WEFT_FAIL(st, "WEFT_TRANSPORT=%s cannot run on this host: %s", want.c_str(), why.c_str());
+    }
+    Status st = b->create(*this, backend_);
     if (st != WEFT_OK) return st;
-    WEFT_LOG(debug, "transport %s bound", backend_->name());
+    WEFT_LOG(debug, "transport %s bound (WEFT_TRANSPORT=%s)", backend_->name(), want.c_str());
     return WEFT_OK;
 }
 
@@ -171,13 +197,11 @@ Status Runtime::create_state_window() {
     Status st = window_create(true, nullptr, WEFT_STATE_SIZE, state_window_);
     if (st != WEFT_OK) return WEFT_FAIL(st, "cannot create the pinned state window");
     state_window_->state = true;
-    auto word = [&](uint64_t off) {
-        return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + off));
-    };
-    word(WEFT_STATE_VERSION_OFF).store(WEFT_STATE_LAYOUT_VERSION, std::memory_order_relaxed);
-    word(WEFT_STATE_OWNER_RANK_OFF).store(rank_, std::memory_order_relaxed);
-    word(WEFT_STATE_OWNER_PID_OFF).store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
-    word(WEFT_STATE_MAGIC_OFF).store(WEFT_STATE_MAGIC, std::memory_order_release);
+    const StateWindowView sw(state_window_);
+    sw.at(WEFT_STATE_VERSION_OFF).store(WEFT_STATE_LAYOUT_VERSION, std::memory_order_relaxed);
+    sw.at(WEFT_STATE_OWNER_RANK_OFF).store(rank_, std::memory_order_relaxed);
+    sw.at(WEFT_STATE_OWNER_PID_OFF).store(static_cast<uint64_t>(getpid()), std::memory_order_relaxed);
+    sw.at(WEFT_STATE_MAGIC_OFF).store(WEFT_STATE_MAGIC, std::memory_order_release);
     return WEFT_OK;
 }
 
@@ -203,8 +227,7 @@ Status Runtime::finalize() {
     if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
     bootstrap_->set_progress(nullptr);
     report_held_at_finalize();
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(state_window_->local_base + WEFT_STATE_FINALIZED_OFF))
-        .store(1, std::memory_order_release);
+    StateWindowView(state_window_).at(WEFT_STATE_FINALIZED_OFF).store(1, std::memory_order_release);
     monitor_.stop();
     for_each_layer([](LayerEntry& l) {
         if (l.hooks.on_teardown) l.hooks.on_teardown(l.self);
@@ -277,10 +300,9 @@ bool Runtime::departed(uint32_t p) const {
     // A finalizing rank says so with an active message (any backend) and in
     // its state window (readable here where it is mapped: shm).
     if (departed_[p]) return true;
-    if (!state_window_ || p >= state_window_->nranks || !state_window_->remote[p].direct) return false;
-    return std::atomic_ref<uint64_t>(
-               *reinterpret_cast<uint64_t*>(state_window_->remote[p].direct + WEFT_STATE_FINALIZED_OFF))
-               .load(std::memory_order_acquire) == 1;
+    if (!state_window_ || p >= state_window_->nranks) return false;
+    uint64_t* finalized = StateWindowView(state_window_).mapped_word(p, WEFT_STATE_FINALIZED_OFF);
+    return finalized && std::atomic_ref<uint64_t>(*finalized).load(std::memory_order_acquire) == 1;
 }
 
 uint32_t Runtime::dispatch_failures() {

@@ -4,16 +4,10 @@
 # "NAME: what it is") and exit 0 with nothing on stderr; an unknown flag is
 # an error on stderr (naming it) with exit 2 and nothing on stdout.
 set -u
-fail=0
 out=$(mktemp)
 err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
-check() {  # check NAME EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then echo "ok   $1"; else
-        echo "FAIL $1: expected $2, got $3"
-        fail=1
-    fi
-}
+. "$(dirname "$0")/check.sh"
 for prog in "$@"; do
     name=$(basename "$prog")
     for flag in --help -h; do

@@ -10,15 +10,9 @@ set -u
 run=$1
 prog=$2
 helper=$3
-fail=0
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
-check() {  # check NAME EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then echo "ok   $1"; else
-        echo "FAIL $1: expected $2, got $3"
-        fail=1
-    fi
-}
+. "$(dirname "$0")/check.sh"
 # The lines rank 0 wrote between its markers.
 between() { sed -n '/expected outcomes begin/,/expected outcomes end/p' "$err"; }
 

@@ -1,8 +1,9 @@
-// weft-info — what this build of weft can use on this machine: backends,
+// weft-info — what this build of weft can use on this machine: backends
+// (built, viable here and why: transport/registry.hpp), auto's choice,
 // topology, RDMA devices with their ports, GIDs (and the one weft would
 // pick) and atomic capability. Exit status 0 (2 for an argument: it takes
 // none but -h/--help); informational only.
-#include "transport/backend.hpp"
+#include "transport/registry.hpp"
 
 #include <weft/config.hpp>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -22,7 +24,8 @@ void usage(std::FILE* out) {
     std::fprintf(out,
                  "weft-info: what this build of weft can use on this machine\n"
                  "usage: weft-info [-h|--help]\n"
-                 "Prints weft's version, the backends built (WEFT_TRANSPORT), the machine's topology\n"
+                 "Prints weft's version, each backend (WEFT_TRANSPORT): built, viable here and why, what\n"
+                 "auto picks, the machine's topology\n"
                  "and each RDMA device's ports, GIDs (and the one weft picks) and atomic capability.\n"
                  "Takes no arguments. Exit status: 0, or 2 for a bad argument.\n");
 }
@@ -41,9 +44,22 @@ int main(int argc, char** argv) {
     }
     std::printf("weft %s\n", WEFT_VERSION);
     std::printf("backends (WEFT_TRANSPORT):\n");
-    std::printf("  shm    built (all ranks on one host)\n");
-    std::printf("  ucx    %s\n", weft::ucx_backend_built() ? "built" : "not built (no UCX at configure time)");
-    std::printf("  verbs  %s\n", weft::verbs_backend_built() ? "built" : "not built (no libibverbs at configure time)");
+    bool verbs_here = false;
+    for (const weft::BackendEntry& b : weft::backend_registry()) {
+        if (!b.built) {
+            std::printf("  %-6s not built (%s)\n", b.name, b.not_built_why);
+            continue;
+        }
+        std::string why;
+        const weft_status_t st = b.viable(why);
+        if (&b == weft::find_backend("verbs")) verbs_here = st == WEFT_OK;
+        if (st == WEFT_OK) std::printf("  %-6s built, viable (%s)\n", b.name, why.c_str());
+        else std::printf("  %-6s built, not viable: %s\n", b.name, why.c_str());
+    }
+    // What auto picks for a job of this build on hosts like this one.
+    const weft::BackendEntry* several = weft::auto_backend(false, verbs_here);
+    std::printf("  auto   %s on one host; %s on several hosts like this one\n", weft::auto_backend(true, false)->name,
+                several ? several->name : "none");
     std::printf("  PMIx bootstrap %s\n", WEFT_HAVE_PMIX ? "built" : "not built");
 
     hwloc_topology_t topo;

@@ -200,6 +200,7 @@ public:
     Status init();
 
     const char* name() const override { return "shm"; }
+    InternalCaps internal_caps() const override { return {.idle_poll = IdlePoll::woken}; }
     void query_caps(weft_caps_t& c) const override {
         c.transport = "shm";
         c.atomics = WEFT_ATOMICS_CPU;

@@ -152,6 +152,7 @@ public:
     Status init();
 
     const char* name() const override { return "ucx"; }
+    InternalCaps internal_caps() const override { return {true, true, IdlePoll::frequent}; }
     void query_caps(weft_caps_t& c) const override {
         const bool local = rt_.all_same_host();
         c.transport = "ucx";

@@ -63,7 +63,6 @@ constexpr size_t stage_chunk = 32 * 1024;  // largest staged WR
 constexpr size_t rndv_chunk = 64u << 20;   // largest rendezvous read WR
 constexpr uint32_t requested_inline = 128;
 constexpr int wc_batch = 32;
-constexpr uint64_t busy_poll_ns = 2000000;  // a wait polls this long before it may sleep
 constexpr uint32_t spin_polls = 4096;       // CQ polls before a wait reads the clock
 static_assert(signal_every * 2 <= sq_data_limit, "a full SQ always holds a signalled WR");
 static_assert(stage_chunk * 4 <= stage_size, "get batches 4 chunks per round");
@@ -153,6 +152,7 @@ public:
     Status init();
 
     const char* name() const override { return "verbs"; }
+    InternalCaps internal_caps() const override { return {.messages_need_target_progress = true, .idle_poll = IdlePoll::sparse}; }
     void query_caps(weft_caps_t& c) const override;
     Status window_create(weft_window& w, bool allocate, void* base, size_t size) override;
     void window_destroy(weft_window& w) override;
@@ -296,8 +296,12 @@ Status VerbsBackend::wait_until(Conn& c, const char* what, Done done) {
         }
     }
     const Deadline d = rt_.op_deadline();
-    const uint64_t start = now_ns();
-    Backoff backoff;
+    // Backoff::nic_completion: the answer comes from the NIC, not from a
+    // peer's CPU, so polling steals no cycles from whoever must answer: poll
+    // busily (yielding, for soft-RoCE's kernel threads and co-located ranks)
+    // for 2 ms before the sleeps, which would add tens of microseconds to
+    // every operation.
+    Backoff backoff(Backoff::nic_completion, d);
     for (;;) {
         const uint32_t n = poll();
         if (done()) return WEFT_OK;
@@ -312,18 +316,8 @@ Status VerbsBackend::wait_until(Conn& c, const char* what, Done done) {
             rt_.declare_failed(c.peer, why);
             return WEFT_FAIL(WEFT_ERR_TIMEOUT, "%s (peer %u)", why, c.peer);
         }
-        if (n > 0) {
-            backoff.reset();
-        } else if (now_ns() - start < busy_poll_ns) {
-            // The answer comes from the NIC, not from a peer's CPU: polling
-            // steals no cycles from whoever must answer, so poll busily
-            // (yielding, for soft-RoCE's kernel threads and co-located
-            // ranks) before the backoff's sleeps, which would add tens of
-            // microseconds to every operation.
-            sched_yield();
-        } else {
-            backoff.pause();
-        }
+        if (n > 0) backoff.reset();
+        else backoff.pause();  // past the deadline it returns at once: d.passed() above ends the wait
     }
 }
 
