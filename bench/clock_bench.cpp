@@ -33,8 +33,8 @@ void BM_CommitPair(benchmark::State& state) {
     weft::group::Engine& e = *weft::group::engine_of(*ctx->rt);
     weft::group::Comm& c = world_comm();
     for (auto _ : state) {
-        e.commit_begin(c);
-        e.commit_finish(c);
+        e.drain_port().commit_begin(c);
+        e.drain_port().commit_finish(c);
         benchmark::ClobberMemory();
     }
 }
@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
         // number, so the clocks stay equal).
         t0 = now_ns();
         for (uint64_t i = 0; i < pairs; ++i) {
-            e.commit_begin(world_comm());
-            e.commit_finish(world_comm());
+            e.drain_port().commit_begin(world_comm());
+            e.drain_port().commit_finish(world_comm());
             asm volatile("" ::: "memory");
         }
         per_pair.push_back(double(now_ns() - t0) / double(pairs));

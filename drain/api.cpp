@@ -2,7 +2,6 @@
 #include "drain/drain.hpp"
 #include "transport/api_entry.hpp"
 #include "drain/layer.hpp"
-#include "group/layer.hpp"
 
 #include <cstddef>
 
@@ -18,9 +17,9 @@ using weft::drain::Drain;
 namespace weft::drain {
 
 Status attach(Runtime& rt) {
-    group::Engine* engine = group::engine_of(rt);
-    if (env_u64("WEFT_DRAIN", 1) == 0 || !engine) return WEFT_OK;
-    auto d = std::make_unique<Drain>(rt, *engine);
+    group::DrainPort* port = group::drain_port_of(rt);
+    if (env_u64("WEFT_DRAIN", 1) == 0 || !port) return WEFT_OK;
+    auto d = std::make_unique<Drain>(rt, *port);
     Status st = rt.add_layer(drain_layer, d.get(), {});
     if (st != WEFT_OK) return st;
     d.release()->start();  // owned through the Runtime's layers until detach()
@@ -88,6 +87,7 @@ struct weft_drain_clock {
     uint64_t magic = live_magic;
     weft_context* ctx = nullptr;
     weft_comm_t comm = nullptr;  // a hidden communicator: its clock record is the stack's
+    weft::group::DrainPort* port = nullptr;  // its context's (valid while the context is live)
 };
 
 namespace {
@@ -101,7 +101,7 @@ Status live_clock(weft_drain_clock_t c, const char* fn) {
 Status live_ctx(weft_context_t ctx, const char* fn) {
     weft::Runtime* rt = nullptr;
     if (Status st = weft::api::live(ctx, rt, fn)) return st;
-    if (!weft::group::engine_of(*rt)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
+    if (!weft::group::drain_port_of(*rt)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
     return WEFT_OK;
 }
 
@@ -121,6 +121,7 @@ weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ra
     auto* c = new weft_drain_clock;
     c->ctx = ctx;
     c->comm = comm;
+    c->port = weft::group::drain_port_of(*weft::runtime_of(ctx));
     *clock = c;
     return WEFT_OK;
 }
@@ -149,7 +150,7 @@ weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
     if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     return guarded([&] {
         weft::RuntimeLock lock(*rt);
-        c->comm->engine->commit_begin(*c->comm->comm);
+        c->port->commit_begin(*c->comm->comm);
         return WEFT_OK;
     });
 }
@@ -160,14 +161,14 @@ weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
     weft::Runtime* rt = weft::runtime_of(c->ctx);
     if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     weft::RuntimeLock lock(*rt);
-    c->comm->engine->commit_finish(*c->comm->comm);
+    c->port->commit_finish(*c->comm->comm);
     return WEFT_OK;
 }
 
 weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arrived) {
     if (Status st = live_ctx(ctx, __func__)) return st;
     weft::RuntimeLock lock(*ctx->rt);
-    weft::group::engine_of(*ctx->rt)->count_external(sent, arrived);
+    weft::group::drain_port_of(*ctx->rt)->count_external(sent, arrived);
     return WEFT_OK;
 }
 

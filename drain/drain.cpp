@@ -42,7 +42,7 @@ namespace {
 
 using group::Comm;
 
-// Target words (group/engine.hpp): attempt | the slot's use | value.
+// Target words (group/comm.hpp): attempt | the slot's use | value.
 constexpr uint64_t value_bits = group::clock_value_bits;
 constexpr uint64_t value_mask = (1ull << value_bits) - 1;
 constexpr uint64_t use_mask = (1ull << group::clock_use_bits) - 1;
@@ -79,7 +79,7 @@ void futex_wake(uint64_t* w) { syscall(SYS_futex, futex_word(w), FUTEX_WAKE, INT
 
 }  // namespace
 
-Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.state_window()), sw_(win_) {
+Drain::Drain(Runtime& rt, group::DrainPort& port) : rt_(rt), port_(port), win_(rt.state_window()), sw_(win_) {
     direct_ = sw_.all_mapped();
     const InternalCaps caps = rt_.backend().internal_caps();
     // Off shared memory, a peer's operations on us may wait for our
@@ -112,7 +112,7 @@ Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.stat
     // and a pipe for the report (both inherited).
     trigger_fd_ = std::getenv("WEFT_DRAIN_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_FD", 0)) : -1;
     report_fd_ = std::getenv("WEFT_DRAIN_REPORT_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_REPORT_FD", 0)) : -1;
-    eng_.set_drain_hooks(group::Engine::DrainHooks{this, on_commit});
+    port_.set_hooks(group::DrainPort::Hooks{this, on_commit});
     const std::string mode = env_string("WEFT_DRAIN_MODE", "polling");
     blocking_ = mode == "blocking";
     if (!blocking_ && mode != "polling") WEFT_LOG(warn, "WEFT_DRAIN_MODE=%s: expected polling or blocking; polling", mode.c_str());
@@ -120,13 +120,13 @@ Drain::Drain(Runtime& rt, group::Engine& eng) : rt_(rt), eng_(eng), win_(rt.stat
         // A blocked receive and the drain thread share the engine: the
         // context's lock keeps them apart.
         rt_.set_multi_threaded(true);
-        eng_.set_drain_blocking(true);
+        port_.set_blocking(true);
     }
 }
 
 Drain::~Drain() {
     stop();
-    eng_.set_drain_hooks({});
+    port_.set_hooks({});
 }
 
 void Drain::start() { thread_ = std::thread([this] { run(); }); }
@@ -153,7 +153,7 @@ weft_drain_hooks_t Drain::hooks() {
 }
 
 uint32_t Drain::progress_all() {
-    const uint32_t n = eng_.poll();
+    const uint32_t n = port_.poll();
     const weft_drain_hooks_t h = hooks();
     if (h.progress) h.progress(h.arg);
     return n;
@@ -309,17 +309,9 @@ Drain::Code Drain::must_end() {
 }
 
 // ----------------------------------------------------------- holding weft
-void Drain::hold() {
-    gate::close();
-    if (rt_.multi_threaded()) rt_.api_mutex().lock();
-    held_ = true;
-}
+void Drain::hold() { held_.emplace(rt_); }
 
-void Drain::unhold() {
-    held_ = false;
-    if (rt_.multi_threaded()) rt_.api_mutex().unlock();
-    gate::open();
-}
+void Drain::unhold() { held_.reset(); }
 
 // -------------------------------------------------------------- request
 Status Drain::request(uint64_t& number) {
@@ -392,11 +384,8 @@ void Drain::run() {
         serve_trigger();
         // Emulated atomics (UCX over tcp) move only while we progress: serve
         // peers' requests when the application is not in weft to do it.
-        if (needs_progress_ && gate::try_close()) {
-            if (rt_.multi_threaded()) rt_.api_mutex().lock();
-            eng_.poll();
-            if (rt_.multi_threaded()) rt_.api_mutex().unlock();
-            gate::open();
+        if (needs_progress_) {
+            if (WeftHold h(rt_, WeftHold::if_free); h.held()) port_.poll();
         }
     }
 }
@@ -453,7 +442,7 @@ void Drain::run_drain(uint64_t number) {
         // Free run: nobody waits at a collective; a new attempt recomputes
         // every target (the old attempt's raises read as zero).
         phase_.store(0, std::memory_order_release);
-        eng_.drain_active().store(0, std::memory_order_release);
+        port_.drain_active().store(0, std::memory_order_release);
         const Deadline free_run = Deadline::after_ns(free_run_ns_);
         while (!free_run.passed() && must_end() == undecided) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -499,7 +488,7 @@ void Drain::run_drain(uint64_t number) {
     // synchronous-send ACKs go when the application receives the buffered
     // message (docs/drain.md), and threads may enter again.
     phase_.store(0, std::memory_order_release);
-    eng_.drain_active().store(0, std::memory_order_release);
+    port_.drain_active().store(0, std::memory_order_release);
     unhold();
     completed_ = number;
     res.raises = raises_.load() - raises0;
@@ -529,19 +518,19 @@ void Drain::run_drain(uint64_t number) {
 // ---------------------------------------------------- the collective phase
 Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res) {
     phase_.store(phase_collective, std::memory_order_release);
-    eng_.drain_active().store(attempt, std::memory_order_release);
+    port_.drain_active().store(attempt, std::memory_order_release);
     // commit_begin counted optimistically before looking at drain_active:
     // after this fence every such count is visible to us, or its thread
-    // sees drain_active and takes it back (engine.cpp).
+    // sees drain_active and takes it back (group/drain_port.hpp).
     gate::heavy_fence();
     hold();
     // Targets: every member pushes its seq into every member's target (a
     // compare-swap max), itself last; the target becomes the maximum.
-    for (const auto& rec : eng_.clock_records()) {
+    for (const auto& rec : port_.clock_records()) {
         const uint64_t mine = sw_.at(clock_off(rec.slot, WEFT_STATE_CLOCK_SEQ)).load();
         for (size_t i = 0; i < rec.members.size(); ++i)
             if (rec.members[i] != rt_.rank()) cas_max_target(rec.members[i], rec.slots[i], rec.uses[i], attempt, mine);
-        cas_max_target(rt_.rank(), rec.slot, eng_.slot_use(rec.slot), attempt, mine);
+        cas_max_target(rt_.rank(), rec.slot, port_.slot_use(rec.slot), attempt, mine);
     }
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_collective);
     unhold();
@@ -756,7 +745,7 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     // in this phase must not read the count a previous drain left (zero after
     // a release), or it may release its own receives without anyone seeing
     // that every rank was blocked. Held, the count can only fall.
-    publish(WEFT_STATE_DRAIN_BLOCKED, eng_.blocked_receives());
+    publish(WEFT_STATE_DRAIN_BLOCKED, port_.blocked_receives());
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_p2p);
     // A test kills a rank here: it dies holding its own weft, with the
     // others waiting for its counters.
@@ -773,14 +762,14 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
         uint32_t moved = 0;
         for (int k = 0; k < 4; ++k) moved += progress_all();
         uint64_t bytes = 0;
-        res.pulled += eng_.drain_rendezvous(bytes);
+        res.pulled += port_.drain_rendezvous(bytes);
         moved += progress_all();
         // An external stack takes in what arrived for it and says what of
         // its own is still moving.
         const weft_drain_hooks_t h = hooks();
         const uint64_t external = h.buffer ? h.buffer(h.arg) : 0;
-        publish(WEFT_STATE_DRAIN_PENDING, eng_.pending_transfers() + external);
-        publish(WEFT_STATE_DRAIN_BLOCKED, eng_.blocked_receives());
+        publish(WEFT_STATE_DRAIN_PENDING, port_.pending_transfers() + external);
+        publish(WEFT_STATE_DRAIN_BLOCKED, port_.blocked_receives());
         cur.clear();
         uint64_t sent = 0, received = 0;
         bool all_here = true, all_idle = true, all_blocked = true, none_blocked = true;
@@ -800,7 +789,7 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
         }
         if (const Code c = final_for(decision(), attempt, true); c != undecided) return c;
         const bool drained = cur == prev && all_here && all_idle && sent == received;
-        if (drained && blocking_ && eng_.blocked_receives()) {
+        if (drained && blocking_ && port_.blocked_receives()) {
             // Nothing is in transit, so nothing can complete our blocked
             // receives before the job resumes: release them (MANA's dummy
             // message, delivered locally: weft owns the request) and wait
@@ -810,11 +799,12 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
                 WEFT_LOG(error, "drain %llu: every rank is blocked in a receive with nothing in transit: the job is deadlocked",
                          static_cast<unsigned long long>(started_.load()));
             }
-            res.dummies += eng_.release_blocked_receives();
+            res.dummies += port_.release_blocked_receives();
             publish(WEFT_STATE_DRAIN_BLOCKED, 0);
-            rt_.api_mutex().unlock();
-            gate::wait_until_empty();
-            rt_.api_mutex().lock();
+            {
+                StepOut out(rt_, StepOut::leave_gate);  // the gate stays ours: they leave, nobody enters
+                gate::wait_until_empty();
+            }
             prev.clear();
             continue;
         }
@@ -827,7 +817,7 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
 }
 
 Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) {
-    eng_.buffered(res.buffered_messages, res.buffered_bytes);
+    port_.buffered(res.buffered_messages, res.buffered_bytes);
     publish(WEFT_STATE_DRAIN_BUFFERED, res.buffered_messages);
     weft_drain_quiescent_fn fn;
     void* arg;
@@ -868,7 +858,7 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
             return p2p_done;
         }
         if (const Code why = must_end(); why != undecided) return why;
-        if (needs_progress_) eng_.poll();
+        if (needs_progress_) port_.poll();
         idle.pause();
     }
 }
@@ -913,7 +903,7 @@ void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
     // member's target is still the old one.
     for (uint32_t i = 0; i < c.size; ++i)
         if (i != c.rank) cas_max_target(c.members[i], c.slots[i], c.slot_uses[i], attempt, value);
-    cas_max_target(rt_.rank(), c.slot, eng_.slot_use(c.slot), attempt, value);
+    cas_max_target(rt_.rank(), c.slot, port_.slot_use(c.slot), attempt, value);
 }
 
 void Drain::commit(Comm& c) {
@@ -924,7 +914,7 @@ void Drain::commit(Comm& c) {
     // our seq ends it sooner. That is the bound: Deadline::never() here.
     Backoff parked(Backoff::drain_parked);
     while (c.slots_known) {
-        const uint64_t attempt = eng_.drain_active().load(std::memory_order_acquire);
+        const uint64_t attempt = port_.drain_active().load(std::memory_order_acquire);
         if (attempt == 0) break;  // no drain, or a free run between attempts
         if (phase_.load(std::memory_order_acquire) == phase_collective && !all_at_target(attempt)) {
             // Below a target somewhere: run on. Passing this one raises it,
@@ -938,12 +928,8 @@ void Drain::commit(Comm& c) {
         }
         // At every target (or the collectives are drained): wait here,
         // outside weft, until the drain ends or a raise puts us below one.
-        const bool mt = rt_.multi_threaded();
-        if (mt) rt_.api_mutex().unlock();
-        const uint32_t depth = gate::step_out();
+        StepOut out(rt_, StepOut::leave_gate);
         parked.pause();
-        gate::step_in(depth);
-        if (mt) rt_.api_mutex().lock();
     }
     seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }

@@ -4,20 +4,21 @@
 
 #include <weft/drain.h>
 
-#include "group/engine.hpp"
+#include "group/drain_port.hpp"
 #include "transport/state_window_view.hpp"
 
 #include <condition_variable>
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace weft::drain {
 
 class Drain {
 public:
-    Drain(Runtime& rt, group::Engine& eng);
+    Drain(Runtime& rt, group::DrainPort& port);
     ~Drain();
     Drain(const Drain&) = delete;
     Drain& operator=(const Drain&) = delete;
@@ -69,7 +70,8 @@ private:
     void log_unconverged(uint64_t attempt);
     void raise(group::Comm& c, uint64_t value, uint64_t attempt);
 
-    // The whole of weft for this thread: gate closed, context lock held.
+    // The whole of weft for this thread: gate closed, context lock held
+    // (held_, a WeftHold; hold and unhold alternate across the phases).
     void hold();
     void unhold();
 
@@ -104,7 +106,7 @@ private:
     }
 
     Runtime& rt_;
-    group::Engine& eng_;
+    group::DrainPort& port_;  // all the drain uses of group
     weft_window* win_;
     StateWindowView sw_;
     bool direct_ = false;         // every rank's window is mapped here (shm)
@@ -124,7 +126,7 @@ private:
     std::atomic<uint64_t> raises_{0};
     std::atomic<uint64_t> asked_{0};  // highest drain number asked for here
     uint64_t sent_request_ = 0;
-    bool held_ = false;
+    std::optional<WeftHold> held_;
     Deadline deadline_{UINT64_MAX};     // of the running drain: WEFT_DRAIN_TIMEOUT_MS from its start
     uint32_t failed_rank_ = UINT32_MAX; // the member this drain ended for (member_failed)
 

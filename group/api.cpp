@@ -155,8 +155,8 @@ Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
     if (st == WEFT_ERR_PEER_FAILED_PENDING) {
         // A blocking any-source receive: nobody can wait on it again, so it
         // is withdrawn (not matched: nothing was delivered).
-        e.cancel(*r);
-        e.finish(*r, nullptr);
+        e.p2p().cancel(*r);
+        e.p2p().finish(*r, nullptr);
         return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
                          "any-source receive withdrawn: a member failed and its failure is not recognised");
     }
@@ -170,9 +170,9 @@ Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
             if (status) *status = weft_msg_status_t{-1, -1, 0, st, 0};
             return st;
         }
-        e.abandon(*r, st);
+        e.p2p().abandon(*r, st);
     }
-    return e.finish(*r, status);
+    return e.p2p().finish(*r, status);
 }
 
 Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, uint32_t dest, int32_t tag,
@@ -188,9 +188,9 @@ Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, ui
         Status s = WEFT_OK;
         // A recognised failure (weft/ft.h) is PROC_NULL: nothing is sent.
         if (__builtin_expect(c->recognised != nullptr, 0) && c->recognised[dest])
-            r = eng.completed_request(*c, weft::group::ReqKind::send, proc_null_status());
+            r = eng.p2p().completed_request(*c, weft::group::ReqKind::send, proc_null_status());
         else
-            s = eng.isend(*c, 0, buf, bytes, dest, tag, sync, r);
+            s = eng.p2p().isend(*c, 0, buf, bytes, dest, tag, sync, r);
         if (s != WEFT_OK) return s;
         if (req) {
             *req = handle_of(r);
@@ -217,20 +217,20 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
         if (source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c)) {
             weft_msg_status_t probe{};
             eng.poll();
-            if (!eng.iprobe(*c, WEFT_ANY_SOURCE, tag, probe))
+            if (!eng.p2p().iprobe(*c, WEFT_ANY_SOURCE, tag, probe))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
                                  "%s: any-source receive on a communicator with an unrecognised failure", fn);
         }
         if (__builtin_expect(c->recognised != nullptr, 0) && source >= 0 && c->recognised[source])
-            r = eng.completed_request(*c, weft::group::ReqKind::recv, proc_null_status());
+            r = eng.p2p().completed_request(*c, weft::group::ReqKind::recv, proc_null_status());
         else
-            s = eng.irecv(*c, 0, buf, bytes, source, tag, r);
+            s = eng.p2p().irecv(*c, 0, buf, bytes, source, tag, r);
         if (s != WEFT_OK) return s;
         if (req) {
             *req = handle_of(r);
             return WEFT_OK;
         }
-        while (eng.drain_blocking()) {
+        while (eng.drain_port().blocking()) {
             // The drain's blocking mode (docs/drain.md): wait inside weft;
             // a drain releases us with a dummy, we leave until it is over
             // and receive again. Ends: a message, or a wait's deadline (each
@@ -243,11 +243,13 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
                 r->blocking = false;
                 break;
             }
-            eng.finish(*r, nullptr);
-            eng.rt().api_mutex().unlock();  // blocking mode is MULTIPLE
-            weft::gate::step_in(weft::gate::step_out());
-            eng.rt().api_mutex().lock();
-            s = eng.irecv(*c, 0, buf, bytes, source, tag, r);
+            eng.p2p().finish(*r, nullptr);
+            {
+                // Out of weft and back in through the door: the drain that
+                // released us keeps it until it is over.
+                weft::StepOut out(eng.rt(), weft::StepOut::leave_gate);
+            }
+            s = eng.p2p().irecv(*c, 0, buf, bytes, source, tag, r);
             if (s != WEFT_OK) return s;
         }
         return wait_and_finish(eng, r, status);
@@ -301,10 +303,10 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
     const auto op = weft_op_t(raw_op);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
-        if (!req && eng.flags_usable(*c, count * weft::group::datatype_size(type)))
-            return eng.allreduce_flags(*c, sendbuf, recvbuf, count, type, op);
+        if (!req && eng.coll().flags_usable(*c, count * weft::group::datatype_size(type)))
+            return eng.coll().allreduce_flags(*c, sendbuf, recvbuf, count, type, op);
         Request* r = nullptr;
-        Status s = eng.reduce_start(*c, sendbuf, recvbuf, count, type, op, 0, true, r);
+        Status s = eng.coll().reduce_start(*c, sendbuf, recvbuf, count, type, op, 0, true, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
     });
 }
@@ -330,12 +332,12 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
             scatter->bytes = bytes;
             for (uint32_t j = 0; j < s.size; ++j) scatter->place.push_back(static_cast<uint32_t>(c->rank_of_job(s.members[j])));
             const void* mine = sendbuf == WEFT_IN_PLACE ? scatter->out + c->rank * bytes : sendbuf;
-            Status st2 = eng.allgather_start(s, mine, bytes, scatter->scratch.data(), r);
+            Status st2 = eng.coll().allgather_start(s, mine, bytes, scatter->scratch.data(), r);
             if (st2 != WEFT_OK) return st2;
             r->scatter = std::move(scatter);
             return coll_finish(eng, r, req);
         }
-        Status s = eng.allgather_start(*c, sendbuf, bytes, recvbuf, r);
+        Status s = eng.coll().allgather_start(*c, sendbuf, bytes, recvbuf, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
     });
 }
@@ -355,7 +357,7 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Request* r = nullptr;
-        Status s = eng.bcast_start(*c, buf, bytes, root, r);
+        Status s = eng.coll().bcast_start(*c, buf, bytes, root, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
     });
 }
@@ -365,9 +367,9 @@ Status barrier_common(weft_comm_t comm, weft_request_t* req) {
     OVER_SURVIVORS(c);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
-        if (!req && eng.flags_usable(*c, 0)) return eng.barrier_flags(*c);
+        if (!req && eng.coll().flags_usable(*c, 0)) return eng.coll().barrier_flags(*c);
         Request* r = nullptr;
-        Status s = eng.barrier_start(*c, r);
+        Status s = eng.coll().barrier_start(*c, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
     });
 }
@@ -416,7 +418,7 @@ bool finish_first_done(Engine& eng, size_t n, weft_request_t* reqs, size_t* inde
         if (!r || !r->done) continue;
         *index = i;
         reqs[i] = nullptr;
-        done = eng.finish(*r, status);
+        done = eng.p2p().finish(*r, status);
         return true;
     }
     return false;
@@ -630,7 +632,7 @@ static weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Comm* n = nullptr;
-        Status st = eng.dup(*c, n);
+        Status st = eng.registry().dup(*c, n);
         if (st != WEFT_OK) return st;
         *out = new_handle(eng, n, comm);
         return WEFT_OK;
@@ -645,7 +647,7 @@ static weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t ke
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Comm* n = nullptr;
-        Status st = eng.split(*c, color, key, n);
+        Status st = eng.registry().split(*c, color, key, n);
         if (st != WEFT_OK) return st;
         *out = n ? new_handle(eng, n, comm) : nullptr;
         return WEFT_OK;
@@ -672,7 +674,7 @@ static weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Comm* nc = nullptr;
-        Status st = eng.create_from_ranks(*c, ranks, n, tag, nc);
+        Status st = eng.registry().create_from_ranks(*c, ranks, n, tag, nc);
         if (st != WEFT_OK) return st;
         *out = new_handle(eng, nc, comm);
         return WEFT_OK;
@@ -689,8 +691,8 @@ static weft_status_t weft_comm_free(weft_comm_t* comm) {
         h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
         weft::group::release_errhandler(h);
         *comm = nullptr;
-        if (c->survivors) eng.free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
-        return eng.free_comm(*c);
+        if (c->survivors) eng.registry().free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
+        return eng.registry().free_comm(*c);
     });
 }
 
@@ -735,7 +737,7 @@ static weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, 
     return guarded([&]() -> Status {
         eng.poll();
         weft_msg_status_t s{};
-        *flag = eng.iprobe(*c, source, tag, s) ? 1 : 0;
+        *flag = eng.p2p().iprobe(*c, source, tag, s) ? 1 : 0;
         if (*flag && status) *status = s;
         if (!*flag && source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
             return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "%s: any source, and a member's failure is not recognised", __func__);
@@ -752,7 +754,7 @@ static weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, w
         const weft::Deadline d = eng.rt().op_deadline();
         weft::Backoff backoff;
         weft_msg_status_t s{};
-        while (!eng.iprobe(*c, source, tag, s)) {
+        while (!eng.p2p().iprobe(*c, source, tag, s)) {
             if (source >= 0 && eng.rt().peer_failed(c->members[source]))
                 return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_probe: source %d has failed", source);
             if (source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
@@ -783,7 +785,7 @@ weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_
                              "weft_request_test: any-source receive pending on an unrecognised failure (request kept)");
         if (!r->done) return WEFT_OK;
         *req = nullptr;
-        return eng.finish(*r, status);
+        return eng.p2p().finish(*r, status);
     }), __func__);
 }
 
@@ -796,7 +798,7 @@ weft_status_t weft_request_wait(weft_request_t* req, weft_msg_status_t* status) 
                                 "recognise it, then wait again)");
         if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
         *req = nullptr;
-        return eng.finish(*r, status);
+        return eng.p2p().finish(*r, status);
     }), __func__);
 }
 
@@ -827,7 +829,7 @@ weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_stat
             }
             if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_waitall: request %zu not complete within the deadline", i);
             reqs[i] = nullptr;
-            s = eng->finish(*r, statuses ? &statuses[i] : nullptr);
+            s = eng->p2p().finish(*r, statuses ? &statuses[i] : nullptr);
             if (s != WEFT_OK && first == WEFT_OK) first = s;
         }
         return first;
@@ -894,7 +896,7 @@ weft_status_t weft_request_cancel(weft_request_t req) {
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_request_cancel: not a live request");
     Engine& eng = *r->comm->engine;
     ApiLock lock(eng);
-    return guarded([&]() -> Status { return eng.cancel(*r); });
+    return guarded([&]() -> Status { return eng.p2p().cancel(*r); });
 }
 
 // --------------------------------------------------------- collectives
@@ -933,7 +935,7 @@ static weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* re
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Request* r = nullptr;
-        Status s = eng.reduce_start(*c, sendbuf, recvbuf, count, type, op, root, false, r);
+        Status s = eng.coll().reduce_start(*c, sendbuf, recvbuf, count, type, op, root, false, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, nullptr);
     });
 }

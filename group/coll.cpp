@@ -24,20 +24,22 @@ constexpr size_t ring_allreduce_min_bytes = 64 * 1024;
 inline uint32_t mod(int64_t a, uint32_t p) { return static_cast<uint32_t>(((a % p) + p) % p); }
 }  // namespace
 
+Collectives::Collectives(Engine& eng) : eng_(eng), rt_(eng.rt()) {}
+
 // ---------------------------------------------------------- execution
 Schedule::~Schedule() {
-    if (scratch_) engine->give_scratch(Engine::Scratch{std::move(scratch_), scratch_size_});
+    if (scratch_) engine->coll().give_scratch(Collectives::Scratch{std::move(scratch_), scratch_size_});
 }
 
 uint8_t* Schedule::scratch(size_t n) {
     WEFT_ASSERT(!scratch_);  // one scratch per schedule, taken while building it
-    Engine::Scratch s = engine->take_scratch(n);
+    Collectives::Scratch s = engine->coll().take_scratch(n);
     scratch_ = std::move(s.buf);
     scratch_size_ = s.size;
     return scratch_.get();
 }
 
-Engine::Scratch Engine::take_scratch(size_t n) {
+Collectives::Scratch Collectives::take_scratch(size_t n) {
     for (auto it = scratch_pool_.begin(); it != scratch_pool_.end(); ++it)
         if (it->size >= n) {
             Scratch s = std::move(*it);
@@ -48,7 +50,7 @@ Engine::Scratch Engine::take_scratch(size_t n) {
     return Scratch{std::unique_ptr<uint8_t[]>(new uint8_t[size]), size};
 }
 
-void Engine::give_scratch(Scratch s) {
+void Collectives::give_scratch(Scratch s) {
     constexpr size_t keep = 4;
     if (scratch_pool_.size() < keep) {
         scratch_pool_.push_back(std::move(s));
@@ -66,13 +68,13 @@ bool Schedule::advance() {
         switch (s.op) {
             case Step::send: {
                 Request* r = nullptr;
-                engine->isend(*comm, coll_bit, s.src, s.bytes, s.peer, tag, false, r);
+                engine->p2p().isend(*comm, coll_bit, s.src, s.bytes, s.peer, tag, false, r);
                 inflight.push_back(r);
                 break;
             }
             case Step::recv: {
                 Request* r = nullptr;
-                engine->irecv(*comm, coll_bit, s.dst, s.bytes, static_cast<int32_t>(s.peer), tag, r);
+                engine->p2p().irecv(*comm, coll_bit, s.dst, s.bytes, static_cast<int32_t>(s.peer), tag, r);
                 inflight.push_back(r);
                 break;
             }
@@ -80,7 +82,7 @@ bool Schedule::advance() {
                 for (Request* r : inflight)
                     if (!r->done) return false;
                 for (Request* r : inflight) {
-                    Status st = engine->finish(*r, nullptr);
+                    Status st = engine->p2p().finish(*r, nullptr);
                     if (st != WEFT_OK && error == WEFT_OK) error = st;
                 }
                 inflight.clear();
@@ -112,12 +114,13 @@ void Schedule::fail(Status st) {
     // pulls, or refuses because its collective failed too — or with its
     // failure; advance_schedules waits for that before completing.
     for (Request* r : inflight)
-        if (engine->live(r) && !r->done && r->kind == ReqKind::recv) engine->abandon(*r, st);
-    engine->refuse_rendezvous(comm->coll, tag, error);
+        if (engine->p2p().live(r) && !r->done && r->kind == ReqKind::recv) engine->p2p().abandon(*r, st);
+    engine->p2p().refuse_rendezvous(comm->coll, tag, error);
     pc = steps.size();
 }
 
-uint32_t Engine::advance_schedules() {
+uint32_t Collectives::advance_schedules() {
+    P2p& p2p = eng_.p2p();
     uint32_t n = 0;
     for (size_t i = 0; i < active_colls_.size();) {
         Request* r = active_colls_[i];
@@ -125,12 +128,12 @@ uint32_t Engine::advance_schedules() {
         bool finished = s.advance();
         if (finished) {
             bool sends_pending = false;
-            for (Request* q : s.inflight) sends_pending |= live(q) && !q->done;
+            for (Request* q : s.inflight) sends_pending |= p2p.live(q) && !q->done;
             if (sends_pending) {  // a failed schedule's rendezvous sends: see Schedule::fail
                 if (!s.reported_wait) {
                     s.reported_wait = true;
                     for (Request* q : s.inflight)
-                        if (live(q) && !q->done)
+                        if (p2p.live(q) && !q->done)
                             WEFT_LOG(warn, "failed collective on %llx waits for job rank %u to answer its rendezvous",
                                      static_cast<unsigned long long>(r->comm->id), q->dest_peer);
                 }
@@ -138,19 +141,29 @@ uint32_t Engine::advance_schedules() {
                 continue;
             }
             for (Request* q : s.inflight)
-                if (live(q)) finish(*q, nullptr);
+                if (p2p.live(q)) p2p.finish(*q, nullptr);
             s.inflight.clear();
             active_colls_[i] = active_colls_.back();
             active_colls_.pop_back();
-            commit_finish(*r->comm);
-            complete(*r, s.error);
-            if (r->detached) finish(*r, nullptr);
+            eng_.drain_port().commit_finish(*r->comm);
+            p2p.complete(*r, s.error);
+            if (r->detached) p2p.finish(*r, nullptr);
             ++n;
             continue;
         }
         ++i;
     }
     return n;
+}
+
+void Collectives::fail_on(const Comm& c, Status st) {
+    for (Request* r : active_colls_)
+        if (!r->done && r->comm == &c) r->sched->fail(st);
+}
+
+void Collectives::fail_with_member(uint32_t peer, Status st) {
+    for (Request* r : active_colls_)
+        if (!r->done && r->comm->rank_of_job(peer) >= 0) r->sched->fail(st);
 }
 
 // ---------------------------------------------------------- building
@@ -174,11 +187,11 @@ Status start(Engine& e, Comm& c, std::unique_ptr<Schedule> s, Request* r, std::v
 
 }  // namespace
 
-Status Engine::barrier_start(Comm& c, Request*& out, bool release) {
-    Request* r = new_request(ReqKind::coll, &c);
+Status Collectives::barrier_start(Comm& c, Request*& out, bool release) {
+    Request* r = eng_.p2p().new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = release ? coll_tag(c, CollKind::release) : coll_tag(c, CollKind::barrier);
-    commit_begin(c);
+    s->engine = &eng_, s->comm = &c, s->owner = r, s->tag = release ? coll_tag(c, CollKind::release) : coll_tag(c, CollKind::barrier);
+    eng_.drain_port().commit_begin(c);
     const uint32_t p = c.size, me = c.rank;
     for (uint32_t k = 1; k < p; k <<= 1) {
         s->add_send(mod(int64_t(me) + k, p), nullptr, 0);
@@ -186,14 +199,14 @@ Status Engine::barrier_start(Comm& c, Request*& out, bool release) {
         s->add_fence();
     }
     out = r;
-    return start(*this, c, std::move(s), r, active_colls_);
+    return start(eng_, c, std::move(s), r, active_colls_);
 }
 
-Status Engine::bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Request*& out) {
-    Request* r = new_request(ReqKind::coll, &c);
+Status Collectives::bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Request*& out) {
+    Request* r = eng_.p2p().new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = coll_tag(c, CollKind::bcast);
-    commit_begin(c);
+    s->engine = &eng_, s->comm = &c, s->owner = r, s->tag = coll_tag(c, CollKind::bcast);
+    eng_.drain_port().commit_begin(c);
     const uint32_t p = c.size, v = mod(int64_t(c.rank) - root, p);
     uint32_t mask = 1;
     while (mask < p) {
@@ -208,17 +221,17 @@ Status Engine::bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Requ
         if (v + mask < p) s->add_send(mod(int64_t(v) + mask + root, p), buf, bytes);
     s->add_fence();
     out = r;
-    return start(*this, c, std::move(s), r, active_colls_);
+    return start(eng_, c, std::move(s), r, active_colls_);
 }
 
-Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+Status Collectives::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                             weft_op_t op, uint32_t root, bool all, Request*& out) {
-    Request* r = new_request(ReqKind::coll, &c);
+    Request* r = eng_.p2p().new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = coll_tag(c, all ? CollKind::allreduce : CollKind::reduce);
+    s->engine = &eng_, s->comm = &c, s->owner = r, s->tag = coll_tag(c, all ? CollKind::allreduce : CollKind::reduce);
     s->reduce = reduce_fn(type, op);
     s->elem_size = datatype_size(type);
-    commit_begin(c);
+    eng_.drain_port().commit_begin(c);
     const uint32_t p = c.size, me = c.rank;
     const size_t bytes = count * s->elem_size;
     const bool in_place = sendbuf == WEFT_IN_PLACE;
@@ -243,7 +256,7 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
             s->add_send(mod(int64_t(v & ~mask) + root, p), acc, bytes);
             s->add_fence();
         }
-        return start(*this, c, std::move(s), r, active_colls_);
+        return start(eng_, c, std::move(s), r, active_colls_);
     }
 
     uint8_t* acc = static_cast<uint8_t*>(recvbuf);
@@ -272,7 +285,7 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
             s->add_recv(left, acc + block_off(rb), block_len(rb));
             s->add_fence();
         }
-        return start(*this, c, std::move(s), r, active_colls_);
+        return start(eng_, c, std::move(s), r, active_colls_);
     }
 
     if (!in_place) s->add_copy(acc, sendbuf, bytes);
@@ -312,14 +325,14 @@ Status Engine::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t 
         else s->add_send(me + 1, acc, bytes);
         s->add_fence();
     }
-    return start(*this, c, std::move(s), r, active_colls_);
+    return start(eng_, c, std::move(s), r, active_colls_);
 }
 
-Status Engine::allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out) {
-    Request* r = new_request(ReqKind::coll, &c);
+Status Collectives::allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out) {
+    Request* r = eng_.p2p().new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = this, s->comm = &c, s->owner = r, s->tag = coll_tag(c, CollKind::allgather);
-    commit_begin(c);
+    s->engine = &eng_, s->comm = &c, s->owner = r, s->tag = coll_tag(c, CollKind::allgather);
+    eng_.drain_port().commit_begin(c);
     const uint32_t p = c.size, me = c.rank;
     auto* out_buf = static_cast<uint8_t*>(recvbuf);
     if (sendbuf != WEFT_IN_PLACE) s->add_copy(out_buf + me * bytes, sendbuf, bytes);
@@ -343,7 +356,7 @@ Status Engine::allgather_start(Comm& c, const void* sendbuf, size_t bytes, void*
         }
     }
     out = r;
-    return start(*this, c, std::move(s), r, active_colls_);
+    return start(eng_, c, std::move(s), r, active_colls_);
 }
 
 }  // namespace weft::group

@@ -47,7 +47,7 @@ inline uint64_t cell_off(uint32_t slot, uint32_t parity, uint32_t round) {
 }
 }  // namespace
 
-Status Engine::create_flag_window() {
+Status Collectives::init() {
     const size_t bytes = slot_area * WEFT_STATE_COMM_SLOTS;
     Status st = rt_.window_create(true, nullptr, bytes, flag_win_);
     if (st != WEFT_OK) return WEFT_FAIL(st, "cannot create the %zu-byte collective flag window", bytes);
@@ -60,11 +60,11 @@ Status Engine::create_flag_window() {
 // No peer writes here any more: every write into a slot's area is one its
 // owner awaited before the collective completed, and the communicator that
 // had the slot was released only after its last collective.
-void Engine::clear_flags(uint32_t slot) {
+void Collectives::clear_flags(uint32_t slot) {
     if (flag_win_) std::memset(flag_win_->local_base + slot * slot_area, 0, slot_area);
 }
 
-bool Engine::flags_usable(const Comm& c, size_t bytes) const {
+bool Collectives::flags_usable(const Comm& c, size_t bytes) const {
     if (!flag_win_ || bytes > flag_max_bytes || c.size > (1u << max_rounds) || c.slot == no_slot) return false;
     for (uint32_t s : c.slots)
         if (s == no_slot) return false;
@@ -72,7 +72,7 @@ bool Engine::flags_usable(const Comm& c, size_t bytes) const {
 }
 
 // Writes data (if any) and then the epoch into rank `to`'s area.
-Status Engine::signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch) {
+Status Collectives::signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch) {
     const uint32_t peer = c.members[to];
     const RmaOps& ops = *flag_win_->ops;
     Status st = WEFT_OK;
@@ -91,23 +91,17 @@ Status Engine::signal(const Comm& c, uint32_t to, uint64_t flag_off, const void*
 // only then sleep (20 us growing to 1 ms: a rank that waits that long waits
 // for one that computes). Flags ring no doorbell, so never the futex sleep
 // of Engine::pause.
-void Engine::rest(Backoff& b) {
-    if (!rt_.multi_threaded()) {
-        gate::yield_if_closing();  // a drain runs weft meanwhile
-        b.pause();  // past the deadline it returns at once: await() looks at it
-        return;
-    }
-    rt_.api_mutex().unlock();  // let other threads in while we wait
-    gate::yield_if_closing();
-    b.pause();
-    rt_.api_mutex().lock();
+void Collectives::rest(Backoff& b) {
+    // Let other threads in while we wait (MULTIPLE), and a drain past us.
+    StepOut out(rt_, StepOut::let_drain_pass);
+    b.pause();  // past the deadline it returns at once: await() looks at it
 }
 
 // Waits until our flag at flag_off reaches epoch; fails when a member
 // fails, when the communicator is revoked (the notice arrives through the
 // poll: a partner that revoked instead of joining will never write the
 // flag), or at the deadline.
-Status Engine::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
+Status Collectives::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
     std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(flag_win_->local_base + flag_off));
     if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
     const Deadline d = rt_.op_deadline();
@@ -115,7 +109,7 @@ Status Engine::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
     for (uint32_t spins = 0;; ++spins) {  // ends: the flag, a failure, a revoke or the deadline
         // The transport may need us to progress for a peer's put to land
         // (UCX over tcp); on shm this is one load.
-        poll();
+        eng_.poll();
         if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
         if (__builtin_expect(c.revoked, 0))
             return WEFT_FAIL(WEFT_ERR_REVOKED, "collective on communicator %llx: revoked by a member",
@@ -132,8 +126,8 @@ Status Engine::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
     }
 }
 
-Status Engine::barrier_flags(Comm& c) {
-    commit_begin(c);
+Status Collectives::barrier_flags(Comm& c) {
+    eng_.drain_port().commit_begin(c);
     const uint64_t epoch = ++c.flag_epoch;
     const uint32_t p = c.size, me = c.rank;
     Status st = WEFT_OK;
@@ -141,13 +135,13 @@ Status Engine::barrier_flags(Comm& c) {
         st = signal(c, (me + dist) % p, barrier_flag_off(c.slots[(me + dist) % p], k), nullptr, 0, epoch);
         if (st == WEFT_OK) st = await(c, barrier_flag_off(c.slot, k), epoch);
     }
-    commit_finish(c);
+    eng_.drain_port().commit_finish(c);
     return st;
 }
 
-Status Engine::allreduce_flags(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+Status Collectives::allreduce_flags(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                                weft_op_t op) {
-    commit_begin(c);
+    eng_.drain_port().commit_begin(c);
     const uint64_t epoch = ++c.flag_epoch;
     const uint32_t parity = ++c.flag_allreduces & 1, p = c.size, me = c.rank;
     const size_t bytes = count * datatype_size(type);
@@ -181,7 +175,7 @@ Status Engine::allreduce_flags(Comm& c, const void* sendbuf, void* recvbuf, size
         if (st == WEFT_OK) st = receive(k, true);
     }
     if (st == WEFT_OK && me < 2 * extra) st = me % 2 ? receive(post_round, false) : exchange_out(me + 1, post_round);
-    commit_finish(c);
+    eng_.drain_port().commit_finish(c);
     return st;
 }
 

@@ -47,8 +47,8 @@ Ft::Ft(Engine& e, Detector& d) : eng_(e), rt_(e.rt()), det_(d) {}
 
 Ft::~Ft() {
     rt_.remove_layer(ft_layer);
-    eng_.set_release_hook(nullptr, nullptr);
-    eng_.set_create_hook(nullptr, nullptr);
+    eng_.registry().set_release_hook(nullptr, nullptr);
+    eng_.registry().set_create_hook(nullptr, nullptr);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry().erase(&eng_);
 }
@@ -58,8 +58,8 @@ Status Ft::init() {
     if (st != WEFT_OK) return st;
     st = rt_.add_layer(ft_layer, this, {.on_progress = on_progress});
     if (st != WEFT_OK) return st;
-    eng_.set_release_hook(on_release, this);
-    eng_.set_create_hook(on_create, this);
+    eng_.registry().set_release_hook(on_release, this);
+    eng_.registry().set_create_hook(on_create, this);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry()[&eng_] = this;
     return WEFT_OK;
@@ -221,7 +221,7 @@ void Ft::handle(const Msg& m) {
     if (h.type == revoke_notice) {
         WEFT_LOG(debug, "revoke notice for communicator %llx from job rank %u", static_cast<unsigned long long>(h.comm_id),
                  m.from_peer);
-        for (auto& c : eng_.comms())
+        for (auto& c : eng_.registry().comms())
             if (c->id == h.comm_id) {
                 if (!c->revoked) revoke(*c);
                 return;
@@ -427,7 +427,7 @@ Status Ft::iagree(Comm& c, int* flag, Request*& out) {
     const uint64_t seq = enter(c, agree_value(state(c), c.size, static_cast<uint32_t>(*flag)));
     // A send-kind request without a cookie: nothing in the engine touches
     // it; we complete it when the instance decides.
-    out = eng_.completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
+    out = eng_.p2p().completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
     out->done = false;
     iagrees_.push_back(PendingAgree{c.id, seq, &c, out, flag});
     return WEFT_OK;
@@ -443,7 +443,7 @@ Status Ft::ishrink(Comm& c, weft_comm_t* out, Request*& req) {
     update_local(c, total, added);
     s->seq = enter(c, agree_value(state(c), c.size, 1));
     // Completed by us, like iagree's.
-    req = eng_.completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
+    req = eng_.p2p().completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
     req->done = false;
     s->req = req;
     ishrinks_.push_back(std::move(s));
@@ -473,7 +473,7 @@ bool Ft::advance_ishrink(PendingShrink& s) {
         return true;
     };
     auto complete_with = [&](Status st) {
-        eng_.complete_request(*s.req, st);
+        eng_.p2p().complete(*s.req, st);
         return true;
     };
     std::vector<uint64_t> v;
@@ -486,8 +486,8 @@ bool Ft::advance_ishrink(PendingShrink& s) {
             if (failed_in(v, c.rank))
                 return complete_with(WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: the survivors agreed this process failed"));
             const std::vector<uint32_t> survivors = survivors_of(c, v);
-            s.build = std::make_unique<Engine::Creation>();
-            if (eng_.creation_start(c, survivors.data(), static_cast<uint32_t>(survivors.size()), shrink_tag(f), *s.build) !=
+            s.build = std::make_unique<Registry::Creation>();
+            if (eng_.registry().creation_start(c, survivors.data(), static_cast<uint32_t>(survivors.size()), shrink_tag(f), *s.build) !=
                 WEFT_OK) {
                 s.build->done = true;
                 s.build->status = WEFT_ERR_PEER_FAILED;
@@ -496,9 +496,9 @@ bool Ft::advance_ishrink(PendingShrink& s) {
             [[fallthrough]];
         }
         case PendingShrink::Stage::build: {
-            if (!eng_.creation_advance(*s.build)) {
+            if (!eng_.registry().creation_advance(*s.build)) {
                 if (!s.deadline.passed()) return false;
-                eng_.creation_abandon(*s.build);
+                eng_.registry().creation_abandon(*s.build);
                 s.build->done = true;
                 s.build->status = WEFT_ERR_TIMEOUT;
             }
@@ -513,14 +513,14 @@ bool Ft::advance_ishrink(PendingShrink& s) {
         case PendingShrink::Stage::agree_built: {
             if (!decision(v)) {
                 if (!s.deadline.passed()) return false;
-                if (s.build->comm) eng_.free_comm(*s.build->comm);
+                if (s.build->comm) eng_.registry().free_comm(*s.build->comm);
                 return complete_with(WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
             }
             if (v[0] == 1 && s.build->comm) {
                 *s.out = new_comm_handle(eng_, s.build->comm, c.handle);
                 return complete_with(WEFT_OK);
             }
-            if (s.build->comm) eng_.free_comm(*s.build->comm);
+            if (s.build->comm) eng_.registry().free_comm(*s.build->comm);
             s.build.reset();
             if (s.deadline.passed())
                 return complete_with(WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: building the shrunk communicator failed"));
@@ -545,7 +545,7 @@ uint32_t Ft::finish_iagrees() {
             continue;
         }
         const Status st = agree_outcome(state(*p.comm), *p.comm, it->second.decision, p.flag);
-        eng_.complete_request(*p.req, st);
+        eng_.p2p().complete(*p.req, st);
         iagrees_[i] = iagrees_.back();
         iagrees_.pop_back();
         ++n;
@@ -590,18 +590,8 @@ bool Ft::revoked(const Comm& c) const { return c.revoked; }
 
 }  // namespace weft::group
 
-// Defined here, not in engine.cpp: the engine half of revoke and of
-// PROC_NULL semantics.
+// Defined here, not in engine.cpp: the engine half of revoke.
 namespace weft::group {
-void Engine::complete_request(Request& r, Status st) { complete(r, st); }
-
-Request* Engine::completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st) {
-    Request* r = new_request(k, &c);
-    r->status = st;
-    r->done = true;
-    return r;
-}
-
 void Engine::revoke_pending(Comm& c) {
     // Its members' collective counts diverge from here on (one revoked
     // instead of joining a collective), and it runs no collective again but
@@ -609,30 +599,9 @@ void Engine::revoke_pending(Comm& c) {
     // context word, as after its release; clock_records skips it), or no
     // drain could ever converge.
     if (c.slot != no_slot)
-        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_CONTEXT)))
+        std::atomic_ref<uint64_t>(*state_word(rt_, WEFT_STATE_CLOCK_OFF(c.slot, WEFT_STATE_CLOCK_CONTEXT)))
             .store(0, std::memory_order_release);
-    for (MatchQueue* q : {&c.p2p, &c.coll}) {
-        refuse_rendezvous(*q, WEFT_ANY_TAG, WEFT_ERR_REVOKED);
-        while (!q->posted.empty()) {
-            Request* r = q->posted.front();
-            q->posted.pop_front();
-            r->queue = nullptr;
-            complete(*r, WEFT_ERR_REVOKED);
-        }
-    }
-    // Sends waiting for an ACK fail now. A rendezvous send whose buffer is
-    // still exposed does not: its receiver may be pulling it this moment
-    // (the application would free the buffer under the pull, and over UCX
-    // serving a pull of freed memory crashes this process). It completes
-    // with the receiver's answer: FIN if the pull delivered it, REFUSED
-    // (REVOKED) if the receiver dropped it unreceived, which every member
-    // does once the notice reaches it (here, in refuse_rendezvous above and
-    // in arrived), or with the receiver's failure.
-    std::vector<Request*> sends;
-    for (auto [cookie, r] : awaiting_reply_)
-        if (r->comm == &c && !r->exposed_live) sends.push_back(r);
-    for (Request* r : sends) complete(*r, WEFT_ERR_REVOKED);
-    for (Request* r : active_colls_)
-        if (!r->done && r->comm == &c) r->sched->fail(WEFT_ERR_REVOKED);
+    p2p_.revoke_pending(c);
+    coll_.fail_on(c, WEFT_ERR_REVOKED);
 }
 }  // namespace weft::group

@@ -189,7 +189,7 @@ private:
         uint64_t seq = 0;  // the agreement instance of this stage
         Request* req = nullptr;
         weft_comm_t* out = nullptr;
-        std::unique_ptr<Engine::Creation> build;
+        std::unique_ptr<Registry::Creation> build;
         Deadline deadline{};
     };
     std::vector<std::unique_ptr<PendingShrink>> ishrinks_;

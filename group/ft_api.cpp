@@ -108,13 +108,13 @@ Status build_agreed(Target& t, const std::vector<uint32_t>& members, Comm*& out)
     FtComm& f = t.ft->state(*t.c);
     // The list's first member names the context ID.
     out = nullptr;
-    Status s = t.eng->create_from_ranks(*t.c, members.data(), static_cast<uint32_t>(members.size()), shrink_tag(f), out);
+    Status s = t.eng->registry().create_from_ranks(*t.c, members.data(), static_cast<uint32_t>(members.size()), shrink_tag(f), out);
     // A member dying while the communicator is built can fail the build at
     // some members only: agree on the outcome.
     std::vector<uint64_t> ok = value_of(f, t.c->size, s == WEFT_OK ? 1 : 0);
     Status as = t.ft->agree(*t.c, ok);
     if (as == WEFT_OK && ok[0] == 1) return WEFT_OK;
-    if (out) t.eng->free_comm(*out);
+    if (out) t.eng->registry().free_comm(*out);
     out = nullptr;
     if (as != WEFT_OK) return as;
     return s == WEFT_OK ? WEFT_ERR_PEER_FAILED : s;
@@ -128,7 +128,7 @@ Status rebuild_survivors(Target& t) {
     FtComm& f = t.ft->state(c);
     if (f.g_order.empty() || f.survivors_for == f.g_order.size()) return WEFT_OK;
     if (c.survivors) {
-        t.eng->free_comm(*c.survivors);
+        t.eng->registry().free_comm(*c.survivors);
         c.survivors = nullptr;
     }
     std::vector<uint32_t> members;

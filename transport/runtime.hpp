@@ -274,6 +274,80 @@ private:
     std::unique_lock<std::mutex> lock_;
 };
 
+// Stepping out of weft while waiting. Thread rules: held only by a thread
+// inside weft — an application thread in an entry (RuntimeLock), with the
+// API lock when the context is MULTIPLE, or the drain thread holding weft
+// (WeftHold) — and only across a wait that touches no weft state (a backoff,
+// a sleep). For its lifetime it releases the API lock (MULTIPLE only), so
+// other threads and the drain get in; then it either leaves the entry gate
+// at whatever depth (leave_gate: a drain may close the gate meanwhile, and
+// coming back waits at the door until it opens) or only lets a drain that
+// is closing the gate right now run past before the wait (let_drain_pass:
+// the thread stays counted inside). On destruction it comes back in at the
+// same depth, then relocks: the gate before the lock, the order the drain
+// takes them, so the two never wait on each other. For the drain thread
+// (the gate's owner) the gate steps are no-ops and only the lock moves.
+class StepOut {
+public:
+    enum Gate : bool { let_drain_pass, leave_gate };
+    StepOut(Runtime& rt, Gate g) : rt_(rt) {
+        if (rt_.multi_threaded()) {
+            rt_.api_mutex().unlock();
+            locked_ = true;
+        }
+        if (g == leave_gate) {
+            depth_ = gate::step_out();
+            left_ = true;
+        } else {
+            gate::yield_if_closing();
+        }
+    }
+    ~StepOut() {
+        if (left_) gate::step_in(depth_);
+        if (locked_) rt_.api_mutex().lock();
+    }
+    StepOut(const StepOut&) = delete;
+    StepOut& operator=(const StepOut&) = delete;
+
+private:
+    Runtime& rt_;
+    uint32_t depth_ = 0;
+    bool left_ = false;
+    bool locked_ = false;  // the API lock was ours: taken back on the way in
+};
+
+// The whole of weft for one thread — the drain's: the entry gate closed (no
+// other thread inside, arrivals wait at the door) and, when the context is
+// MULTIPLE, the API lock. `wait` closes the gate once every thread has left;
+// `if_free` only if none is inside now (held() says whether it did).
+// Released in reverse: the lock, then the gate opens.
+class WeftHold {
+public:
+    enum Mode : bool { wait, if_free };
+    explicit WeftHold(Runtime& rt, Mode m = wait) : rt_(rt) {
+        if (m == wait) gate::close();
+        else if (!gate::try_close()) return;
+        held_ = true;
+        if (rt_.multi_threaded()) {
+            rt_.api_mutex().lock();
+            locked_ = true;
+        }
+    }
+    ~WeftHold() {
+        if (!held_) return;
+        if (locked_) rt_.api_mutex().unlock();
+        gate::open();
+    }
+    bool held() const { return held_; }
+    WeftHold(const WeftHold&) = delete;
+    WeftHold& operator=(const WeftHold&) = delete;
+
+private:
+    Runtime& rt_;
+    bool held_ = false;
+    bool locked_ = false;
+};
+
 }  // namespace weft
 
 // The C context handle: a tombstone-able shell around the Runtime. It is

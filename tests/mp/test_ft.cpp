@@ -989,7 +989,7 @@ TEST_F(Ft, RevokeInterruptsBlockingFlagCollectives) {
 // REVOKED, never a match with rank 0's release barrier, and every freed
 // duplicate is released (its release barrier has a tag of its own).
 TEST_F(Ft, RevokeRightAfterCreationReachesEveryone) {
-    const size_t comms0 = w_->engine->comms().size();
+    const size_t comms0 = w_->engine->registry().comms().size();
     for (int i = 0; i < 20; ++i) {
         const std::string what = "iteration " + std::to_string(i);
         weft_comm_t d = nullptr;
@@ -1012,8 +1012,8 @@ TEST_F(Ft, RevokeRightAfterCreationReachesEveryone) {
     }
     barrier();
     const uint64_t end = now_ns() + 10'000'000'000ull;
-    while (w_->engine->comms().size() > comms0 && now_ns() < end) weft_wait(ctx, 1000000);
-    EXPECT_EQ(w_->engine->comms().size(), comms0) << "freed revoked communicators never released";
+    while (w_->engine->registry().comms().size() > comms0 && now_ns() < end) weft_wait(ctx, 1000000);
+    EXPECT_EQ(w_->engine->registry().comms().size(), comms0) << "freed revoked communicators never released";
 }
 
 // mp.ft.iagree.*: two non-blocking agreements in flight, then a blocking

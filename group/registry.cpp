@@ -1,4 +1,4 @@
-// comm.cpp — creating and freeing communicators.
+// registry.cpp — creating and freeing communicators.
 //
 // Context IDs are unique in the job without any shared counter: an ID is
 // (job rank of the new communicator's leader) << 32 | a number that leader
@@ -18,7 +18,41 @@
 
 namespace weft::group {
 
-bool Engine::take_slot(uint32_t& slot) {
+int32_t Comm::rank_of_job(uint32_t job_rank) const {
+    for (uint32_t i = 0; i < size; ++i)
+        if (members[i] == job_rank) return static_cast<int32_t>(i);
+    return -1;
+}
+
+Registry::Registry(Engine& eng) : eng_(eng), rt_(eng.rt()) {}
+
+Registry::~Registry() {
+    for (auto& c : comms_)
+        if (c->handle) {
+            c->handle->magic = weft_comm::dead_magic;
+            c->handle->comm = nullptr;
+        }
+}
+
+void Registry::init() {
+    slot_used_.assign(WEFT_STATE_COMM_SLOTS, 0);
+    slot_uses_.assign(WEFT_STATE_COMM_SLOTS, 0);
+}
+
+Status Registry::make_world() {
+    std::vector<uint32_t> members(rt_.size());
+    for (uint32_t i = 0; i < rt_.size(); ++i) members[i] = i;
+    uint32_t slot = 0;
+    take_slot(slot);  // slot 0, its first use, on every rank
+    std::vector<uint32_t> slots(rt_.size(), 0);
+    std::vector<uint16_t> uses(rt_.size(), slot_use(0));
+    Status st = make_comm(0, std::move(members), std::move(slots), std::move(uses), slot, world_);
+    if (st != WEFT_OK) return st;
+    world_->world = true;
+    return WEFT_OK;
+}
+
+bool Registry::take_slot(uint32_t& slot) {
     for (uint32_t s = 0; s < slot_used_.size(); ++s)
         if (!slot_used_[s]) {
             slot_used_[s] = 1;
@@ -26,7 +60,7 @@ bool Engine::take_slot(uint32_t& slot) {
             slot = s;
             // Before anyone learns the slot: flags left by the communicator
             // that had it would satisfy the new one's first waits.
-            clear_flags(s);
+            eng_.coll().clear_flags(s);
             reset_clock(s);
             return true;
         }
@@ -39,9 +73,9 @@ bool Engine::take_slot(uint32_t& slot) {
 // coherent with ours). It holds the slot's new use from before any member
 // learns the slot: a raise or target meant for the slot's previous
 // communicator that still comes is refused (clock_use_bits).
-void Engine::reset_clock(uint32_t slot) {
+void Registry::reset_clock(uint32_t slot) {
     for (uint64_t f : {uint64_t(WEFT_STATE_CLOCK_SEQ), uint64_t(WEFT_STATE_CLOCK_FINISHED)})
-        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(slot, f))).store(0, std::memory_order_release);
+        std::atomic_ref<uint64_t>(*state_word(rt_, WEFT_STATE_CLOCK_OFF(slot, f))).store(0, std::memory_order_release);
     weft_window* w = rt_.state_window();
     uint64_t old = 0;
     Status st = w->ops->swap(w, rt_.rank(), WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_TARGET),
@@ -50,18 +84,18 @@ void Engine::reset_clock(uint32_t slot) {
     uint32_t hi = 0;
     for (uint32_t s = 0; s < slot_used_.size(); ++s)
         if (slot_used_[s]) hi = s + 1;
-    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_DRAIN_SLOTS_HI))
+    std::atomic_ref<uint64_t>(*state_word(rt_, WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_DRAIN_SLOTS_HI))
         .store(hi, std::memory_order_release);
 }
 
-void Engine::give_back_slot(uint32_t slot) {
+void Registry::give_back_slot(uint32_t slot) {
     if (slot < slot_used_.size()) slot_used_[slot] = 0;
 }
 
 // A communicator this rank freed still holds its slot until its release
 // barrier finishes; that barrier needs only its other members to free it
 // too, which an MPI program that frees and then creates has done.
-bool Engine::slot_coming() const {
+bool Registry::slot_coming() const {
     for (const auto& c : comms_)
         if (c->freeing && c->slot != no_slot) return true;
     return false;
@@ -69,26 +103,26 @@ bool Engine::slot_coming() const {
 
 // Takes a free slot, progressing (the release barriers) while one is
 // coming back, until the deadline.
-bool Engine::wait_for_slot(uint32_t& slot, Deadline d) {
+bool Registry::wait_for_slot(uint32_t& slot, Deadline d) {
     slot = no_slot;
-    progress_until([&] { return take_slot(slot) || !slot_coming(); }, d);
+    eng_.progress_until([&] { return take_slot(slot) || !slot_coming(); }, d);
     return slot != no_slot;
 }
 
 // Our slot for c: its clock record, and the context word that tells the
 // drain the record is live (make_comm, or later when it was coming back).
-void Engine::assign_slot(Comm& c, uint32_t slot) {
+void Registry::assign_slot(Comm& c, uint32_t slot) {
     c.slot = slot;
-    c.clock = state_word(WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_SEQ));
+    c.clock = state_word(rt_, WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_SEQ));
     c.slots[c.rank] = slot;
     c.slot_uses[c.rank] = slot_use(slot);
-    std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_CONTEXT)))
+    std::atomic_ref<uint64_t>(*state_word(rt_, WEFT_STATE_CLOCK_OFF(slot, WEFT_STATE_CLOCK_CONTEXT)))
         .store(c.id + 1, std::memory_order_release);
 }
 
 // Every member's slot word (UINT64_MAX: it has none) into c; BUSY if one has
 // none, the same answer on every member.
-Status Engine::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
+Status Registry::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
     bool full = false;
     for (uint32_t i = 0; i < c.size; ++i) {
         if (words[i] == UINT64_MAX) full = true;
@@ -105,15 +139,15 @@ Status Engine::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
 
 // A communicator whose creation failed after it was made goes as a freed
 // one does (its requests still out release it when they finish).
-void Engine::discard_comm(Comm& c) {
+void Registry::discard_comm(Comm& c) {
     c.freeing = true;
     maybe_release_comm(&c);
 }
 
-Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
+Status Registry::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
                          std::vector<uint16_t> slot_uses, uint32_t my_slot, Comm*& out) {
     auto c = std::make_unique<Comm>();
-    c->engine = this;
+    c->engine = &eng_;
     c->id = id;
     c->size = static_cast<uint32_t>(members.size());
     c->members = std::move(members);
@@ -122,7 +156,7 @@ Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector
     c->slot = no_slot;
     c->rank = static_cast<uint32_t>(c->rank_of_job(rt_.rank()));
     if (my_slot != no_slot) assign_slot(*c, my_slot);
-    register_comm(c.get());
+    eng_.p2p().register_queues(c.get());
     out = c.get();
     comms_.push_back(std::move(c));
     WEFT_LOG(debug, "communicator %llx: %u ranks, I am %u, clock slot %u", static_cast<unsigned long long>(id), out->size,
@@ -131,17 +165,17 @@ Status Engine::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector
     return WEFT_OK;
 }
 
-Status Engine::run_blocking(Request* r) {
-    Status st = wait(*r, rt_.op_deadline());
+Status Registry::run_blocking(Request* r) {
+    Status st = eng_.wait(*r, rt_.op_deadline());
     if (st != WEFT_OK) {
         // Leave it running; it is released when it finishes.
         r->detached = true;
         return WEFT_FAIL(st, "communicator creation: a collective step did not finish in time");
     }
-    return finish(*r, nullptr);
+    return eng_.p2p().finish(*r, nullptr);
 }
 
-Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
+Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     out = nullptr;
     const bool joining = color != WEFT_UNDEFINED;
     // Our slot, as the members exchange it: a slot word, none, or later (a
@@ -156,7 +190,7 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), word};
     std::vector<int64_t> all(4 * size_t(parent.size));
     Request* r = nullptr;
-    Status st = allgather_start(parent, mine, sizeof mine, all.data(), r);
+    Status st = eng_.coll().allgather_start(parent, mine, sizeof mine, all.data(), r);
     if (st == WEFT_OK) st = run_blocking(r);
     if (st != WEFT_OK || !joining) {
         if (slot != no_slot) give_back_slot(slot);
@@ -197,7 +231,7 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     if (slot == no_slot && wait_for_slot(slot, rt_.op_deadline())) assign_slot(*c, slot);
     const uint64_t my_word = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
     std::vector<uint64_t> words(c->size, 0);
-    st = allgather_start(*c, &my_word, sizeof my_word, words.data(), r);
+    st = eng_.coll().allgather_start(*c, &my_word, sizeof my_word, words.data(), r);
     if (st == WEFT_OK) st = run_blocking(r);
     if (st == WEFT_OK) st = apply_slot_words(*c, words);
     if (st != WEFT_OK) {
@@ -208,14 +242,14 @@ Status Engine::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     return WEFT_OK;
 }
 
-Status Engine::dup(Comm& parent, Comm*& out) { return split(parent, 0, static_cast<int32_t>(parent.rank), out); }
+Status Registry::dup(Comm& parent, Comm*& out) { return split(parent, 0, static_cast<int32_t>(parent.rank), out); }
 
-Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out) {
+Status Registry::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out) {
     out = nullptr;
     Creation k;
     Status st = creation_start(parent, ranks, n, tag, k);
     if (st != WEFT_OK) return st;
-    if (!progress_until([&] { return creation_advance(k); }, rt_.op_deadline())) {
+    if (!eng_.progress_until([&] { return creation_advance(k); }, rt_.op_deadline())) {
         creation_abandon(k);
         return WEFT_FAIL(WEFT_ERR_TIMEOUT, "communicator creation: a step did not finish in time");
     }
@@ -223,7 +257,7 @@ Status Engine::create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n
     return k.status;
 }
 
-Status Engine::creation_start(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Creation& k) {
+Status Registry::creation_start(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Creation& k) {
     k.parent = &parent;
     k.ranks.assign(ranks, ranks + n);
     k.tag = tag;
@@ -233,7 +267,7 @@ Status Engine::creation_start(Comm& parent, const uint32_t* ranks, uint32_t n, i
         k.id = (uint64_t(rt_.rank()) << 32) | (next_context_counter() & 0xffffffffull);
         for (uint32_t i = 1; i < n; ++i) {
             Request* s = nullptr;
-            Status st = isend(parent, create_bit, &k.id, sizeof k.id, ranks[i], tag, false, s);
+            Status st = eng_.p2p().isend(parent, create_bit, &k.id, sizeof k.id, ranks[i], tag, false, s);
             if (st != WEFT_OK) {
                 creation_abandon(k);
                 return st;
@@ -242,10 +276,10 @@ Status Engine::creation_start(Comm& parent, const uint32_t* ranks, uint32_t n, i
         }
         return WEFT_OK;
     }
-    return irecv(parent, create_bit, &k.id, sizeof k.id, static_cast<int32_t>(ranks[0]), tag, k.id_recv);
+    return eng_.p2p().irecv(parent, create_bit, &k.id, sizeof k.id, static_cast<int32_t>(ranks[0]), tag, k.id_recv);
 }
 
-bool Engine::creation_advance(Creation& k) {
+bool Registry::creation_advance(Creation& k) {
     if (k.done) return true;
     auto fail = [&](Status st) {
         creation_abandon(k);
@@ -261,13 +295,13 @@ bool Engine::creation_advance(Creation& k) {
         if (k.id_recv && !k.id_recv->done) return false;
         Status first = WEFT_OK;
         for (Request*& s : k.id_sends) {
-            const Status st = finish(*s, nullptr);
+            const Status st = eng_.p2p().finish(*s, nullptr);
             s = nullptr;
             if (st != WEFT_OK && first == WEFT_OK) first = st;
         }
         k.id_sends.clear();
         if (k.id_recv) {
-            first = finish(*k.id_recv, nullptr);
+            first = eng_.p2p().finish(*k.id_recv, nullptr);
             k.id_recv = nullptr;
             if (first != WEFT_OK)
                 return fail(WEFT_FAIL(first, "create_from_ranks: no context ID from the leader (rank %u)", k.ranks[0]));
@@ -293,11 +327,11 @@ bool Engine::creation_advance(Creation& k) {
         k.comm->slots_known = false;  // nobody can raise its target before this exchange
         k.my_word = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
         k.words.assign(n, 0);
-        const Status st = allgather_start(*k.comm, &k.my_word, sizeof k.my_word, k.words.data(), k.slot_exchange);
+        const Status st = eng_.coll().allgather_start(*k.comm, &k.my_word, sizeof k.my_word, k.words.data(), k.slot_exchange);
         if (st != WEFT_OK) return fail(st);
     }
     if (!k.slot_exchange->done) return false;
-    Status st = finish(*k.slot_exchange, nullptr);
+    Status st = eng_.p2p().finish(*k.slot_exchange, nullptr);
     k.slot_exchange = nullptr;
     if (st == WEFT_OK) st = apply_slot_words(*k.comm, k.words);
     if (st != WEFT_OK) return fail(st);
@@ -305,19 +339,19 @@ bool Engine::creation_advance(Creation& k) {
     return true;
 }
 
-void Engine::creation_abandon(Creation& k) {
+void Registry::creation_abandon(Creation& k) {
     // Requests still out are released when they finish; a communicator
     // made already goes as a failed creation does.
     auto let_go = [&](Request* r) {
         if (!r) return;
-        if (r->done) finish(*r, nullptr);
+        if (r->done) eng_.p2p().finish(*r, nullptr);
         else r->detached = true;
     };
     for (Request* s : k.id_sends) let_go(s);
     k.id_sends.clear();
     if (k.id_recv) {
-        abandon(*k.id_recv, WEFT_ERR_TIMEOUT);
-        finish(*k.id_recv, nullptr);
+        eng_.p2p().abandon(*k.id_recv, WEFT_ERR_TIMEOUT);
+        eng_.p2p().finish(*k.id_recv, nullptr);
         k.id_recv = nullptr;
     }
     let_go(k.slot_exchange);
@@ -328,25 +362,25 @@ void Engine::creation_abandon(Creation& k) {
     }
 }
 
-Status Engine::free_comm(Comm& c) {
+Status Registry::free_comm(Comm& c) {
     // MANA's rule: the real free waits for a barrier on the communicator,
     // so no peer can still be sending on it. The caller's handle is dead
     // now; the communicator goes when the barrier (and every request on
     // it) has finished.
     c.freeing = true;
     Request* r = nullptr;
-    Status st = barrier_start(c, r, /*release=*/true);
+    Status st = eng_.coll().barrier_start(c, r, /*release=*/true);
     if (st != WEFT_OK) return st;
     r->detached = true;
-    if (r->done) finish(*r, nullptr);
+    if (r->done) eng_.p2p().finish(*r, nullptr);
     return WEFT_OK;
 }
 
-void Engine::maybe_release_comm(Comm* c) {
+void Registry::maybe_release_comm(Comm* c) {
     if (!c->freeing || c->refs != 0 || c->world) return;
-    unregister_comm(c);
+    eng_.p2p().unregister_queues(c);
     if (c->slot != no_slot) {
-        std::atomic_ref<uint64_t>(*state_word(WEFT_STATE_CLOCK_OFF(c->slot, WEFT_STATE_CLOCK_CONTEXT)))
+        std::atomic_ref<uint64_t>(*state_word(rt_, WEFT_STATE_CLOCK_OFF(c->slot, WEFT_STATE_CLOCK_CONTEXT)))
             .store(0, std::memory_order_release);
         give_back_slot(c->slot);
     }

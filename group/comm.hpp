@@ -1,0 +1,105 @@
+// comm.hpp — a communicator as every part of the engine sees it: its
+// members, its clock slot in the pinned state window, its three matching
+// contexts, and the C handle that outlives it.
+//
+// Each communicator has three contexts: point-to-point (its ID), collective
+// (ID | coll_bit, internal traffic of collectives, tag = collective sequence
+// number) and creation (ID | create_bit, create_from_ranks' handshake).
+// Its fields are written under the context's API lock (docs/architecture.md).
+#pragma once
+
+#include <weft/comm.h>
+#include <weft/state_window.h>
+
+#include "transport/runtime.hpp"
+#include "transport/state_window_view.hpp"
+
+#include <atomic>
+#include <deque>
+#include <vector>
+
+namespace weft::group {
+
+static_assert(WEFT_STATE_CLOCK_SEQ == 0 && WEFT_STATE_CLOCK_FINISHED == 16, "Comm::clock indexes seq as [0], finished as [2]");
+
+constexpr uint64_t coll_bit = 1ull << 63;
+constexpr uint64_t create_bit = 1ull << 62;
+constexpr uint32_t no_slot = UINT32_MAX;  // a communicator without a clock slot (all were taken)
+constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path (flags.cpp)
+
+class Engine;
+struct Request;
+
+// A message that arrived before its receive was posted.
+struct Unexpected {
+    int32_t src = 0;   // rank in the communicator
+    int32_t tag = 0;
+    uint32_t kind = 0; // P2p::MsgKind
+    uint32_t source_peer = 0;
+    uint64_t len = 0;
+    uint64_t cookie = 0;
+    uint64_t addr = 0;            // rendezvous: where the sender exposed it
+    std::vector<uint8_t> data;    // eager: the payload; rendezvous: the key
+};
+
+// Posted receives and unexpected messages of one context.
+struct MatchQueue {
+    std::deque<Request*> posted;
+    std::deque<Unexpected> unexpected;
+};
+
+// A Collective-Clock target word (state_window.h): bits 52..63 the drain
+// attempt that wrote it, bits 40..51 the slot's use (its owner counts the
+// times it took the slot, 1..4095, and tells the members with the slot),
+// bits 0..39 the clock value. A member whose release barrier has not
+// finished may still push a freed communicator's clock at a peer whose
+// barrier has, and whose slot now serves another communicator: the use
+// differs, so the compare-swap refuses it.
+constexpr uint64_t clock_value_bits = 40;
+constexpr uint64_t clock_use_bits = 12;
+
+struct Comm {
+    Engine* engine = nullptr;
+    uint64_t id = 0;
+    uint32_t rank = 0;
+    uint32_t size = 0;
+    std::vector<uint32_t> members;  // comm rank -> job rank
+    std::vector<uint32_t> slots;    // comm rank -> its clock slot
+    std::vector<uint16_t> slot_uses;  // comm rank -> the use of that slot (clock_use_bits)
+    uint32_t slot = 0;              // ours
+    uint64_t* clock = nullptr;      // our clock record in the state window (seq, +1 target, +2 finished); null without a slot
+    uint32_t coll_seq = 0;          // next collective's number (internal tag)
+    uint64_t flag_epoch = 0;        // blocking collectives on the flag path so far
+    uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
+    uint32_t refs = 0;              // live requests naming it
+    bool freeing = false;           // user freed it; the release barrier runs
+    bool slots_known = true;        // every member's clock slot is known (create_from_ranks: after its first collective)
+    bool world = false;
+    bool revoked = false;           // weft_comm_revoke (group/ft.cpp)
+    Comm* survivors = nullptr;      // G non-empty: collectives run over this (group/ft)
+    const uint8_t* recognised = nullptr;  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
+    weft_comm* handle = nullptr;
+    MatchQueue p2p, coll, create;
+
+    int32_t rank_of_job(uint32_t job_rank) const;
+};
+
+// This rank's word at `off` of its pinned state window, for
+// std::atomic_ref (the registry, point-to-point counters, the drain port
+// and revoke use it): the view's (transport/state_window_view.hpp).
+inline uint64_t* state_word(Runtime& rt, uint64_t off) { return StateWindowView(rt.state_window()).word(off); }
+
+}  // namespace weft::group
+
+// The C handle of a communicator: a shell that outlives the communicator,
+// so a stale handle reads a dead magic (WEFT_ERR_NOT_INITIALIZED).
+struct weft_comm {
+    static constexpr uint64_t live_magic = 0x5745465443304d4dull;
+    static constexpr uint64_t dead_magic = 0x5745465443444d4dull;
+    uint64_t magic = live_magic;
+    weft::group::Engine* engine = nullptr;
+    weft::group::Comm* comm = nullptr;
+    // null: WEFT_ERRORS_RETURN. Written under the registry mutex; atomic so
+    // that a failed call can see "no handler" without it (group/errhandler.cpp).
+    std::atomic<weft_errhandler*> errhandler{nullptr};
+};

@@ -1,0 +1,202 @@
+// p2p.hpp — point-to-point: the request pool, the matching queues of every
+// context, and the eager / synchronous / rendezvous protocols with their
+// replies and pulls (docs/communicators.md, "Point-to-point").
+//
+// Messages travel as the transport's active messages: a 48-byte header
+// (context, source, tag, length, protocol) followed by the payload (eager)
+// or by the sender's exposed buffer {addr, key} (rendezvous: the receiver
+// pulls straight into the matched receive buffer, then answers FIN). Per
+// sender the transport delivers in order, and every arrival is matched in
+// arrival order, which is MPI's non-overtaking rule.
+//
+// Reentrancy: a handler can run inside any transport send (a full ring
+// drains our own), so no code here holds a reference into a queue across a
+// send or progress call. Handlers only match and queue; pulls and control
+// replies (ACK/FIN) run from progress (flush_deferred), which never nests.
+//
+// Every request, collectives' included, comes from this pool: a request is
+// point-to-point's unit of completion, and a schedule is a request whose
+// steps are point-to-point requests (group/coll.hpp).
+//
+// Thread affinity: the Engine's (the API lock when MULTIPLE).
+#pragma once
+
+#include "group/comm.hpp"
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace weft::group {
+
+struct Schedule;
+
+enum class ReqKind : uint8_t { send, recv, coll };
+
+struct Request {
+    static constexpr uint64_t live_magic = 0x5745465452455131ull;  // "WEFTREQ1"
+    static constexpr uint64_t dead_magic = 0x5745465452455130ull;
+    uint64_t magic = dead_magic;
+    ReqKind kind = ReqKind::send;
+    bool done = false;
+    bool user = false;      // handed to the application (else internal)
+    bool matched = false;   // recv: a message was matched to it
+    bool detached = false;  // nobody will wait: released when it finishes
+    bool sync = false;      // send: synchronous (completes when the receive starts)
+    bool blocking = false;  // recv: a thread blocks on it inside weft (the drain's blocking mode)
+    bool dummy = false;     // recv: released by a drain with no message (retry after it)
+    Comm* comm = nullptr;
+    MatchQueue* queue = nullptr;  // recv: where it is posted
+    // recv
+    uint8_t* buf = nullptr;
+    size_t cap = 0;
+    int32_t src = 0, tag = 0;
+    // send: waiting for ACK (ssend) or FIN (rendezvous) of `cookie`
+    uint32_t dest_peer = 0;
+    uint64_t cookie = 0;
+    ExposedBuffer exposed;
+    bool exposed_live = false;
+    // coll
+    std::unique_ptr<Schedule> sched;
+    // An allgather over a communicator's survivors (group/ft): the blocks
+    // arrive in scratch and go to their ranks' places when it is finished.
+    struct BlockScatter {
+        std::vector<uint8_t> scratch;
+        uint8_t* out = nullptr;
+        size_t bytes = 0;
+        std::vector<uint32_t> place;  // block j of scratch -> its rank in the user's communicator
+    };
+    std::unique_ptr<BlockScatter> scatter;
+    weft_msg_status_t status{};
+};
+
+// A request handed to the application as its C handle: from now on it is
+// the user's to test, wait on or free (group/api.cpp, group/ft_api.cpp).
+inline weft_request_t handle_of(Request* r) {
+    r->user = true;
+    return reinterpret_cast<weft_request_t>(r);
+}
+
+class P2p {
+public:
+    explicit P2p(Engine& eng);
+    P2p(const P2p&) = delete;
+    P2p& operator=(const P2p&) = delete;
+    // Measures the backend (eager limit, zero copy).
+    void init();
+    // From here on peers' messages are matched (Engine::init, once the flag
+    // window exists).
+    void register_handlers();
+    // Before the transport finalizes: refuses rendezvous announcements
+    // nobody received, sends owed replies, unexposes buffers.
+    void shutdown();
+
+    // ------------------------------------------------- requests
+    Request* new_request(ReqKind k, Comm* c);
+    void complete(Request& r, Status st);
+    // Copies out the status and returns the request to the pool.
+    Status finish(Request& r, weft_msg_status_t* status);
+    bool live(const Request* r) const { return r && r->magic == Request::live_magic; }
+    // A request that is already complete with st (PROC_NULL operations).
+    Request* completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st);
+
+    // ------------------------------------------------- operations
+    // ctx_bits selects the context (0, coll_bit or create_bit).
+    Status isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag,
+                 bool sync, Request*& out);
+    Status irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src, int32_t tag, Request*& out);
+    // Finds (does not consume) the first matching unexpected message.
+    bool iprobe(Comm& c, int32_t src, int32_t tag, weft_msg_status_t& st);
+    Status cancel(Request& r);
+    // Gives up on a request whose wait timed out: a send stops waiting for
+    // its reply (its buffer is no longer exposed), a receive is unposted.
+    void abandon(Request& r, Status why);
+    // Drops every unmatched rendezvous announcement with `tag` (WEFT_ANY_TAG:
+    // all) in q, their receives will never be posted, and answers each
+    // sender REFUSED with `why`: its send completes with that error, never OK.
+    void refuse_rendezvous(MatchQueue& q, int32_t tag, Status why);
+    bool has_failed_member(const Comm& c) const;
+
+    // ------------------------------------------------- the registry's calls
+    // A communicator's three contexts start (adopting what arrived early)
+    // or end matching here.
+    void register_queues(Comm* c);
+    void unregister_queues(Comm* c);
+
+    // ------------------------------------------------- the engine's calls
+    // Pulls and replies owed (from progress, which never nests).
+    uint32_t flush_deferred();
+    // A peer failed (receives naming it and sends awaiting its reply fail)
+    // or departed (sends awaiting its reply fail).
+    void peer_gone(uint32_t peer, bool departed);
+    // Revoke (group/ft.cpp): fails c's posted receives and the sends
+    // awaiting a reply that no pull can still be reading.
+    void revoke_pending(Comm& c);
+
+    // The wire header of every point-to-point message (p2p.cpp).
+    enum MsgKind : uint32_t { eager = 0, eager_sync = 1, rts = 2, rts_sync = 3 };
+    static bool is_rts(uint32_t k) { return k == rts || k == rts_sync; }
+    struct MsgHeader;
+    // Replies to a send: FIN (rendezvous pulled) or ACK (synchronous send
+    // matched) complete it; DRAINED (a drain pulled it into the receiver's
+    // buffer) frees its buffer, and a synchronous send then waits for ACK;
+    // REFUSED (the receiver dropped it unreceived: revoked, its collective
+    // failed, it finalized, its pull failed, its receive gave up) completes
+    // it with the error the reply carries: a send reports OK only when its
+    // data reached a receive or weft's buffer.
+    enum ReplyKind : uint32_t { done_reply = 0, drained = 1, refused = 2 };
+    struct WireReply {
+        uint64_t cookie;
+        uint32_t kind;
+        int32_t status;  // refused: why (a weft_status_t)
+    };
+
+private:
+    // The drain port reads the queues, pulls, replies and pending sends, and
+    // turns rendezvous announcements into buffered messages (drain_port.cpp).
+    friend class DrainPort;
+
+    void release(Request* r);
+    MatchQueue* queue_for(uint64_t context);
+    static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
+    static void on_reply(void* arg, uint32_t source_peer, const void* payload, size_t len);
+    void arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body, size_t body_len);
+    void deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, size_t len);
+    void start_pull(Request& r, const Unexpected& u);
+    Status do_pull(Request& r, const Unexpected& u);
+    void queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind = done_reply, Status why = WEFT_OK);
+    void queue_refusal(uint32_t peer, uint64_t cookie, Status why) { queue_reply(peer, cookie, refused, why); }
+    void count_p2p(Comm& c, uint64_t ctx_bits, bool sent);
+    void bump(uint64_t off);
+
+    Engine& eng_;
+    Runtime& rt_;
+    struct Context {
+        Comm* comm;
+        MatchQueue* queue;
+    };
+    std::unordered_map<uint64_t, Context> contexts_;
+    // Messages for contexts this rank has not created yet.
+    std::unordered_map<uint64_t, std::unique_ptr<MatchQueue>> early_;
+    std::vector<std::unique_ptr<Request>> requests_;
+    std::vector<Request*> free_requests_;
+    std::unordered_map<uint64_t, Request*> awaiting_reply_;  // cookie -> send
+    uint64_t next_cookie_ = 1;
+    struct PendingPull {
+        Request* r;
+        Unexpected u;
+    };
+    std::deque<PendingPull> pulls_;
+    struct Reply {
+        uint32_t peer;
+        uint64_t cookie;
+        ReplyKind kind;
+        Status why;
+    };
+    std::vector<Reply> replies_;
+    bool shutting_down_ = false;  // shutdown(): rendezvous announcements are refused on arrival
+    size_t eager_limit_ = 0;
+    bool zero_copy_ = true;
+};
+
+}  // namespace weft::group

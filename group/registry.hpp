@@ -1,0 +1,119 @@
+// registry.hpp — the communicators of one context: their context IDs and
+// clock slots, their creation (dup, split, create_from_ranks and its
+// non-blocking state machine) and their deferred free
+// (docs/communicators.md, "Communicators").
+//
+// Context IDs are unique in the job without any shared counter: an ID is
+// (job rank of the new communicator's leader) << 32 | a number that leader
+// reserved for this creation. Clock slots are chosen locally (the lowest
+// free slot of the pinned state window) and exchanged while the
+// communicator is built, so a drain knows where each member keeps this
+// communicator's clock.
+//
+// PMIx-style process groups will be a registry of their own beside this
+// one (group/README.md): they take IDs from next_context_counter and clock
+// slots through take_slot, and reuse the create/release hooks.
+//
+// Thread affinity: the Engine's (the API lock when MULTIPLE).
+#pragma once
+
+#include "group/comm.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace weft::group {
+
+class Registry {
+public:
+    explicit Registry(Engine& eng);
+    ~Registry();
+    Registry(const Registry&) = delete;
+    Registry& operator=(const Registry&) = delete;
+    // Engine::init: the slot table, then (after the handlers exist) the
+    // world, slot 0 on every rank.
+    void init();
+    Status make_world();
+
+    Comm& world() { return *world_; }
+    const std::vector<std::unique_ptr<Comm>>& comms() const { return comms_; }
+
+    Status dup(Comm& parent, Comm*& out);
+    Status split(Comm& parent, int32_t color, int32_t key, Comm*& out);
+    Status create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out);
+    // create_from_ranks in steps that never block (weft_comm_ishrink): start
+    // it, then advance it from progress until it says it is done (`status`,
+    // and `comm` on success); abandon it at a deadline. It must not move
+    // once started (requests write into it).
+    struct Creation {
+        Comm* parent = nullptr;
+        std::vector<uint32_t> ranks;  // of the parent; the first names the ID
+        int32_t tag = 0;
+        uint64_t id = 0;
+        std::vector<Request*> id_sends;
+        Request* id_recv = nullptr;
+        Comm* comm = nullptr;
+        uint64_t my_word = 0;
+        std::vector<uint64_t> words;  // every member's slot_word
+        Request* slot_exchange = nullptr;
+        Deadline slot_wait{0};  // set when our slot is still coming back (a freed communicator's)
+        bool done = false;
+        Status status = WEFT_OK;
+    };
+    Status creation_start(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Creation& k);
+    bool creation_advance(Creation& k);
+    void creation_abandon(Creation& k);
+    Status free_comm(Comm& c);
+    // A request on c was released (P2p): c goes if it is freed and that was
+    // its last request.
+    void maybe_release_comm(Comm* c);
+
+    // How often this rank took the slot (its target's use field).
+    uint16_t slot_use(uint32_t slot) const { return slot < slot_uses_.size() ? slot_uses_[slot] : 0; }
+
+    // Called with a communicator's context ID when it is released (its
+    // free's barrier and every request on it done): layers drop their
+    // per-communicator state (group/ft).
+    void set_release_hook(void (*fn)(void* arg, uint64_t comm_id), void* arg) {
+        release_hook_ = fn;
+        release_hook_arg_ = arg;
+    }
+    // Called with a communicator as soon as it exists here (before its
+    // creation returns to anyone): layers apply what they learned of it
+    // before it existed (group/ft: a revoke notice that came early).
+    void set_create_hook(void (*fn)(void* arg, Comm& c), void* arg) {
+        create_hook_ = fn;
+        create_hook_arg_ = arg;
+    }
+
+private:
+    Status make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
+                     std::vector<uint16_t> slot_uses, uint32_t my_slot,
+                     Comm*& out);
+    bool take_slot(uint32_t& slot);
+    void give_back_slot(uint32_t slot);
+    bool slot_coming() const;
+    bool wait_for_slot(uint32_t& slot, Deadline d);
+    void assign_slot(Comm& c, uint32_t slot);
+    Status apply_slot_words(Comm& c, const std::vector<uint64_t>& words);
+    void discard_comm(Comm& c);
+    void reset_clock(uint32_t slot);
+    // A slot and its use in one word, as the members exchange them.
+    static uint64_t slot_word(uint32_t slot, uint16_t use) { return slot | (uint64_t(use) << 32); }
+    uint64_t next_context_counter() { return next_ctx_counter_++; }
+    Status run_blocking(Request* r);
+
+    Engine& eng_;
+    Runtime& rt_;
+    Comm* world_ = nullptr;
+    std::vector<std::unique_ptr<Comm>> comms_;
+    uint64_t next_ctx_counter_ = 1;  // 0 is the world's
+    std::vector<uint8_t> slot_used_;
+    std::vector<uint16_t> slot_uses_;  // how often each slot was taken (mod 4095, never 0)
+    void (*release_hook_)(void* arg, uint64_t comm_id) = nullptr;
+    void* release_hook_arg_ = nullptr;
+    void (*create_hook_)(void* arg, Comm& c) = nullptr;
+    void* create_hook_arg_ = nullptr;
+};
+
+}  // namespace weft::group
