@@ -3,8 +3,7 @@
 // Every entry validates handles and arguments (a clear status and a log
 // line, never a crash), takes the context's lock when it is MULTIPLE, and
 // turns any C++ exception into a status.
-#include "transport/api_entry.hpp"
-#include "group/errhandler.hpp"
+#include "group/api_entry.hpp"
 #include "group/detector.hpp"
 #include "group/engine.hpp"
 #include "group/ft.hpp"
@@ -23,6 +22,12 @@ using weft::group::Comm;
 using weft::group::Engine;
 using weft::group::Request;
 using weft::group::handle_of;
+using weft::group::live_comm;
+using weft::group::over_survivors;
+using weft::group::on_comm;
+using weft::group::on_usable_comm;
+using weft::group::routed;
+using weft::group::usable_comm;
 
 namespace {
 
@@ -43,23 +48,6 @@ inline Comm* comm_of(weft_comm_t c) {
     if (__builtin_expect(!c || c->magic != weft_comm::live_magic || !c->comm, 0)) return nullptr;
     return c->comm;
 }
-
-#define REQUIRE_COMM(handle, c)                                                                     \
-    Comm* c = comm_of(handle);                                                                      \
-    if (__builtin_expect(!c, 0))                                                                    \
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__); \
-    Engine& eng = *(handle)->engine
-
-// Point-to-point, collectives and communicator creation: not on a revoked
-// communicator (weft/ft.h). One predictable branch.
-#define REQUIRE_LIVE_COMM(handle, c)                                                                        \
-    REQUIRE_COMM(handle, c);                                                                                \
-    if (__builtin_expect(c->revoked, 0))                                                                    \
-    return WEFT_FAIL(WEFT_ERR_REVOKED, "%s: communicator %llx was revoked", __func__,                       \
-                     static_cast<unsigned long long>(c->id))
-
-#define REQUIRE_PTR(p) \
-    if (__builtin_expect(!(p), 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s is NULL", __func__, #p)
 
 // A communicator made from `parent` starts with its error handler.
 weft_comm* new_handle(Engine& e, Comm* c, weft_comm_t parent = nullptr) {
@@ -177,7 +165,9 @@ Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
 
 Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, uint32_t dest, int32_t tag,
                    bool sync, weft_request_t* req, const char* fn) {
-    REQUIRE_LIVE_COMM(comm, c);
+    Comm* c = nullptr;
+    if (Status st = usable_comm(comm, c, __func__)) return st;
+    Engine& eng = *c->engine;
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_dest(*c, dest, tag, fn);
@@ -202,7 +192,9 @@ Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, ui
 
 Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t source, int32_t tag,
                    weft_request_t* req, weft_msg_status_t* status, const char* fn) {
-    REQUIRE_LIVE_COMM(comm, c);
+    Comm* c = nullptr;
+    if (Status st = usable_comm(comm, c, __func__)) return st;
+    Engine& eng = *c->engine;
     size_t bytes = 0;
     Status st = buffer_bytes(buf, count, type, bytes, fn);
     if (st == WEFT_OK) st = check_source(*c, source, tag, fn);
@@ -290,13 +282,12 @@ Status survivor_root(const Comm& c, uint32_t& root, const char* fn) {
     return WEFT_OK;
 }
 
-#define OVER_SURVIVORS(c) \
-    if (__builtin_expect(c->survivors != nullptr, 0)) c = c->survivors
-
 Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, int raw_type, int raw_op,
                         weft_request_t* req, const char* fn) {
-    REQUIRE_LIVE_COMM(comm, c);
-    OVER_SURVIVORS(c);
+    Comm* c = nullptr;
+    if (Status st = usable_comm(comm, c, __func__)) return st;
+    Engine& eng = *c->engine;
+    c = over_survivors(c);
     Status st = check_reduce(*c, sendbuf, recvbuf, count, raw_type, raw_op, true, fn);
     if (st != WEFT_OK) return st;
     const auto type = weft_datatype_t(raw_type);
@@ -313,7 +304,9 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
 
 Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int type, void* recvbuf,
                         weft_request_t* req, const char* fn) {
-    REQUIRE_LIVE_COMM(comm, c);
+    Comm* c = nullptr;
+    if (Status st = usable_comm(comm, c, __func__)) return st;
+    Engine& eng = *c->engine;
     size_t bytes = 0;
     Status st = buffer_bytes(recvbuf, count, type, bytes, fn);
     if (st != WEFT_OK) return st;
@@ -344,7 +337,9 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
 
 Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_t root, weft_request_t* req,
                     const char* fn) {
-    REQUIRE_LIVE_COMM(comm, c);
+    Comm* c = nullptr;
+    if (Status st = usable_comm(comm, c, __func__)) return st;
+    Engine& eng = *c->engine;
     if (__builtin_expect(c->survivors != nullptr, 0)) {
         Status rs = survivor_root(*c, root, fn);
         if (rs != WEFT_OK) return rs;
@@ -363,8 +358,10 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
 }
 
 Status barrier_common(weft_comm_t comm, weft_request_t* req) {
-    REQUIRE_LIVE_COMM(comm, c);
-    OVER_SURVIVORS(c);
+    Comm* c = nullptr;
+    if (Status st = usable_comm(comm, c, __func__)) return st;
+    Engine& eng = *c->engine;
+    c = over_survivors(c);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         if (!req && eng.coll().flags_usable(*c, 0)) return eng.coll().barrier_flags(*c);
@@ -547,7 +544,7 @@ void destroy(Runtime& rt) {
 extern "C" {
 
 weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
-    REQUIRE_PTR(bytes);
+    if (Status st = weft::api::not_null(bytes, "bytes", __func__)) return st;
     if (!type_ok(raw(type))) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
     *bytes = n;
@@ -555,8 +552,8 @@ weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
 }
 
 weft_status_t weft_msg_status_count(const weft_msg_status_t* status, weft_datatype_t type, size_t* count) {
-    REQUIRE_PTR(status);
-    REQUIRE_PTR(count);
+    if (Status st = weft::api::not_null(status, "status", __func__)) return st;
+    if (Status st = weft::api::not_null(count, "count", __func__)) return st;
     if (!type_ok(raw(type))) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
     if (status->bytes % n)
@@ -568,7 +565,7 @@ weft_status_t weft_msg_status_count(const weft_msg_status_t* status, weft_dataty
 
 // ------------------------------------------------------ communicators
 weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world) {
-    REQUIRE_PTR(world);
+    if (Status st = weft::api::not_null(world, "world", __func__)) return st;
     Runtime* rt = weft::runtime_of(ctx);
     Engine* e = rt ? weft::group::engine_of(*rt) : nullptr;
     if (!e) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "weft_comm_world: context is null or finalized");
@@ -581,200 +578,220 @@ weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world) {
     });
 }
 
-extern "C++" {
-namespace unrouted {
-static weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
-    REQUIRE_COMM(comm, c);
-    REQUIRE_PTR(rank);
-    (void)eng;
-    *rank = c->rank;
-    return WEFT_OK;
-}
-
-static weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
-    REQUIRE_COMM(comm, c);
-    REQUIRE_PTR(size);
-    (void)eng;
-    *size = c->size;
-    return WEFT_OK;
-}
-
-static weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
-    REQUIRE_COMM(comm, c);
-    REQUIRE_PTR(id);
-    (void)eng;
-    *id = c->id;
-    return WEFT_OK;
-}
-
-static weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
-    REQUIRE_COMM(comm, c);
-    REQUIRE_PTR(job_rank);
-    (void)eng;
-    if (rank >= c->size)
-        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_job_rank: rank %u outside a communicator of %u", rank, c->size);
-    *job_rank = c->members[rank];
-    return WEFT_OK;
-}
-
-static weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
-    REQUIRE_COMM(comm, c);
-    REQUIRE_PTR(slot);
-    (void)eng;
-    if (c->slot == weft::group::no_slot) return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_comm_clock_slot: no slot");
-    *slot = c->slot;
-    return WEFT_OK;
-}
-
-static weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
-    REQUIRE_LIVE_COMM(comm, c);
-    REQUIRE_PTR(out);
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
-        Comm* n = nullptr;
-        Status st = eng.registry().dup(*c, n);
-        if (st != WEFT_OK) return st;
-        *out = new_handle(eng, n, comm);
+weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank) {
+    const char* fn = __func__;
+    return on_comm(comm, fn, [&](Comm* c) -> Status {
+        if (Status st = weft::api::not_null(rank, "rank", fn)) return st;
+        *rank = c->rank;
         return WEFT_OK;
     });
 }
 
-static weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
-    REQUIRE_LIVE_COMM(comm, c);
-    REQUIRE_PTR(out);
-    if (color < 0 && color != WEFT_UNDEFINED)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_split: colour %d is negative (and not WEFT_UNDEFINED)", color);
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
-        Comm* n = nullptr;
-        Status st = eng.registry().split(*c, color, key, n);
-        if (st != WEFT_OK) return st;
-        *out = n ? new_handle(eng, n, comm) : nullptr;
+weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size) {
+    const char* fn = __func__;
+    return on_comm(comm, fn, [&](Comm* c) -> Status {
+        if (Status st = weft::api::not_null(size, "size", fn)) return st;
+        *size = c->size;
         return WEFT_OK;
     });
 }
 
-static weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
+weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id) {
+    const char* fn = __func__;
+    return on_comm(comm, fn, [&](Comm* c) -> Status {
+        if (Status st = weft::api::not_null(id, "id", fn)) return st;
+        *id = c->id;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank) {
+    const char* fn = __func__;
+    return on_comm(comm, fn, [&](Comm* c) -> Status {
+        if (Status st = weft::api::not_null(job_rank, "job_rank", fn)) return st;
+        if (rank >= c->size)
+            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_job_rank: rank %u outside a communicator of %u", rank, c->size);
+        *job_rank = c->members[rank];
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
+    const char* fn = __func__;
+    return on_comm(comm, fn, [&](Comm* c) -> Status {
+        if (Status st = weft::api::not_null(slot, "slot", fn)) return st;
+        if (c->slot == weft::group::no_slot) return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_comm_clock_slot: no slot");
+        *slot = c->slot;
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out) {
+    const char* fn = __func__;
+    return on_usable_comm(comm, fn, [&](Comm* c) -> Status {
+        Engine& eng = *c->engine;
+        if (Status st = weft::api::not_null(out, "out", fn)) return st;
+        ApiLock lock(eng);
+        return guarded([&]() -> Status {
+            Comm* n = nullptr;
+            Status st = eng.registry().dup(*c, n);
+            if (st != WEFT_OK) return st;
+            *out = new_handle(eng, n, comm);
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out) {
+    const char* fn = __func__;
+    return on_usable_comm(comm, fn, [&](Comm* c) -> Status {
+        Engine& eng = *c->engine;
+        if (Status st = weft::api::not_null(out, "out", fn)) return st;
+        if (color < 0 && color != WEFT_UNDEFINED)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_split: colour %d is negative (and not WEFT_UNDEFINED)", color);
+        ApiLock lock(eng);
+        return guarded([&]() -> Status {
+            Comm* n = nullptr;
+            Status st = eng.registry().split(*c, color, key, n);
+            if (st != WEFT_OK) return st;
+            *out = n ? new_handle(eng, n, comm) : nullptr;
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag,
                                           weft_comm_t* out) {
-    REQUIRE_LIVE_COMM(comm, c);
-    REQUIRE_PTR(out);
-    REQUIRE_PTR(ranks);
-    if (n == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: no ranks");
-    if (tag < 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: tag %d is negative", tag);
-    std::vector<uint8_t> seen(c->size, 0);
-    bool me = false;
-    for (uint32_t i = 0; i < n; ++i) {
-        if (ranks[i] >= c->size)
-            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_create_from_ranks: rank %u outside a communicator of %u",
-                             ranks[i], c->size);
-        if (seen[ranks[i]]++) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: rank %u listed twice", ranks[i]);
-        me |= ranks[i] == c->rank;
-    }
-    if (!me) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: the caller (rank %u) is not listed", c->rank);
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
-        Comm* nc = nullptr;
-        Status st = eng.registry().create_from_ranks(*c, ranks, n, tag, nc);
-        if (st != WEFT_OK) return st;
-        *out = new_handle(eng, nc, comm);
-        return WEFT_OK;
+    const char* fn = __func__;
+    return on_usable_comm(comm, fn, [&](Comm* c) -> Status {
+        Engine& eng = *c->engine;
+        if (Status st = weft::api::not_null(out, "out", fn)) return st;
+        if (Status st = weft::api::not_null(ranks, "ranks", fn)) return st;
+        if (n == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: no ranks");
+        if (tag < 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: tag %d is negative", tag);
+        std::vector<uint8_t> seen(c->size, 0);
+        bool me = false;
+        for (uint32_t i = 0; i < n; ++i) {
+            if (ranks[i] >= c->size)
+                return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_create_from_ranks: rank %u outside a communicator of %u",
+                                 ranks[i], c->size);
+            if (seen[ranks[i]]++) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: rank %u listed twice", ranks[i]);
+            me |= ranks[i] == c->rank;
+        }
+        if (!me) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: the caller (rank %u) is not listed", c->rank);
+        ApiLock lock(eng);
+        return guarded([&]() -> Status {
+            Comm* nc = nullptr;
+            Status st = eng.registry().create_from_ranks(*c, ranks, n, tag, nc);
+            if (st != WEFT_OK) return st;
+            *out = new_handle(eng, nc, comm);
+            return WEFT_OK;
+        });
     });
 }
 
-static weft_status_t weft_comm_free(weft_comm_t* comm) {
-    REQUIRE_PTR(comm);
-    REQUIRE_COMM(*comm, c);
-    if (c->world) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_free: the world communicator belongs to the context");
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
-        weft_comm* h = *comm;
-        h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
-        weft::group::release_errhandler(h);
-        *comm = nullptr;
-        if (c->survivors) eng.registry().free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
-        return eng.registry().free_comm(*c);
-    });
-}
 
 // ------------------------------------------------------ point-to-point
-static weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
-    return send_common(comm, buf, count, raw(type), dest, tag, false, nullptr, __func__);
+weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return send_common(comm, buf, count, raw(type), dest, tag, false, nullptr, fn);
+    });
 }
 
-static weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
-    return send_common(comm, buf, count, raw(type), dest, tag, true, nullptr, __func__);
+weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return send_common(comm, buf, count, raw(type), dest, tag, true, nullptr, fn);
+    });
 }
 
-static weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                          weft_request_t* req) {
-    REQUIRE_PTR(req);
-    return send_common(comm, buf, count, raw(type), dest, tag, false, req, __func__);
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(req, "req", fn)) return st;
+        return send_common(comm, buf, count, raw(type), dest, tag, false, req, fn);
+    });
 }
 
-static weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
+weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
                           weft_request_t* req) {
-    REQUIRE_PTR(req);
-    return send_common(comm, buf, count, raw(type), dest, tag, true, req, __func__);
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(req, "req", fn)) return st;
+        return send_common(comm, buf, count, raw(type), dest, tag, true, req, fn);
+    });
 }
 
-static weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+weft_status_t weft_recv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                         weft_msg_status_t* status) {
-    return recv_common(comm, buf, count, raw(type), source, tag, nullptr, status, __func__);
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return recv_common(comm, buf, count, raw(type), source, tag, nullptr, status, fn);
+    });
 }
 
-static weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
+weft_status_t weft_irecv(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag,
                          weft_request_t* req) {
-    REQUIRE_PTR(req);
-    return recv_common(comm, buf, count, raw(type), source, tag, req, nullptr, __func__);
-}
-
-static weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
-    REQUIRE_LIVE_COMM(comm, c);
-    REQUIRE_PTR(flag);
-    Status st = check_source(*c, source, tag, __func__);
-    if (st != WEFT_OK) return st;
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
-        eng.poll();
-        weft_msg_status_t s{};
-        *flag = eng.p2p().iprobe(*c, source, tag, s) ? 1 : 0;
-        if (*flag && status) *status = s;
-        if (!*flag && source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
-            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "%s: any source, and a member's failure is not recognised", __func__);
-        return WEFT_OK;
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(req, "req", fn)) return st;
+        return recv_common(comm, buf, count, raw(type), source, tag, req, nullptr, fn);
     });
 }
 
-static weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
-    REQUIRE_LIVE_COMM(comm, c);
-    Status st = check_source(*c, source, tag, __func__);
-    if (st != WEFT_OK) return st;
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
-        const weft::Deadline d = eng.rt().op_deadline();
-        weft::Backoff backoff;
-        weft_msg_status_t s{};
-        while (!eng.p2p().iprobe(*c, source, tag, s)) {
-            if (source >= 0 && eng.rt().peer_failed(c->members[source]))
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_probe: source %d has failed", source);
-            if (source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_probe: any source, and a member's failure is not recognised");
-            if (eng.poll() > 0) continue;
-            if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_probe: no matching message in time");
-            eng.pause(backoff);
-            c = comm_of(comm);  // another thread may have freed it meanwhile
-            if (!c) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "weft_probe: communicator freed while probing");
-        }
-        if (status) *status = s;
-        return WEFT_OK;
+weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status) {
+    const char* fn = __func__;
+    return on_usable_comm(comm, fn, [&](Comm* c) -> Status {
+        Engine& eng = *c->engine;
+        if (Status st = weft::api::not_null(flag, "flag", fn)) return st;
+        Status st = check_source(*c, source, tag, fn);
+        if (st != WEFT_OK) return st;
+        ApiLock lock(eng);
+        return guarded([&]() -> Status {
+            eng.poll();
+            weft_msg_status_t s{};
+            *flag = eng.p2p().iprobe(*c, source, tag, s) ? 1 : 0;
+            if (*flag && status) *status = s;
+            if (!*flag && source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "%s: any source, and a member's failure is not recognised", fn);
+            return WEFT_OK;
+        });
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
+
+weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status) {
+    const char* fn = __func__;
+    return on_usable_comm(comm, fn, [&](Comm* c) -> Status {
+        Engine& eng = *c->engine;
+        Status st = check_source(*c, source, tag, fn);
+        if (st != WEFT_OK) return st;
+        ApiLock lock(eng);
+        return guarded([&]() -> Status {
+            const weft::Deadline d = eng.rt().op_deadline();
+            weft::Backoff backoff;
+            weft_msg_status_t s{};
+            while (!eng.p2p().iprobe(*c, source, tag, s)) {
+                if (source >= 0 && eng.rt().peer_failed(c->members[source]))
+                    return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_probe: source %d has failed", source);
+                if (source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
+                    return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_probe: any source, and a member's failure is not recognised");
+                if (eng.poll() > 0) continue;
+                if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_probe: no matching message in time");
+                eng.pause(backoff);
+                c = comm_of(comm);  // another thread may have freed it meanwhile
+                if (!c) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "weft_probe: communicator freed while probing");
+            }
+            if (status) *status = s;
+            return WEFT_OK;
+        });
+    });
+}
 
 // ------------------------------------------------------------ requests
 weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_t* status) {
-    REQUIRE_PTR(flag);
+    if (Status st = weft::api::not_null(flag, "flag", __func__)) return st;
     *flag = 1;  // an inactive request is complete
     const weft_comm_t owner = owner_of(req);
     return weft::group::route_error(owner, on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
@@ -837,8 +854,8 @@ weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_stat
 }
 
 weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index, int* flag, weft_msg_status_t* status) {
-    REQUIRE_PTR(index);
-    REQUIRE_PTR(flag);
+    if (Status st = weft::api::not_null(index, "index", __func__)) return st;
+    if (Status st = weft::api::not_null(flag, "flag", __func__)) return st;
     Status st = check_requests(n, reqs, __func__);
     if (st != WEFT_OK) return st;
     Engine* eng = engine_of(n, reqs);
@@ -861,7 +878,7 @@ weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index
 }
 
 weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index, weft_msg_status_t* status) {
-    REQUIRE_PTR(index);
+    if (Status st = weft::api::not_null(index, "index", __func__)) return st;
     Status st = check_requests(n, reqs, __func__);
     if (st != WEFT_OK) return st;
     Engine* eng = engine_of(n, reqs);
@@ -900,101 +917,114 @@ weft_status_t weft_request_cancel(weft_request_t req) {
 }
 
 // --------------------------------------------------------- collectives
-extern "C++" {
-namespace unrouted {
-static weft_status_t weft_barrier(weft_comm_t comm) { return barrier_common(comm, nullptr); }
-
-static weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
-    REQUIRE_PTR(req);
-    return barrier_common(comm, req);
-}
-
-static weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
-    return bcast_common(comm, buf, count, raw(type), root, nullptr, __func__);
-}
-
-static weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
-                          weft_request_t* req) {
-    REQUIRE_PTR(req);
-    return bcast_common(comm, buf, count, raw(type), root, req, __func__);
-}
-
-static weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                          weft_op_t op, uint32_t root) {
-    REQUIRE_LIVE_COMM(comm, c);
-    if (__builtin_expect(c->survivors != nullptr, 0)) {
-        Status rs = survivor_root(*c, root, __func__);
-        if (rs != WEFT_OK) return rs;
-        c = c->survivors;
-    }
-    Status st = check_root(*c, root, __func__);
-    if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, raw(type), raw(op), c->rank == root, __func__);
-    if (st == WEFT_OK && sendbuf == WEFT_IN_PLACE && c->rank != root)
-        st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_reduce: WEFT_IN_PLACE is for the root only");
-    if (st != WEFT_OK) return st;
-    ApiLock lock(eng);
-    return guarded([&]() -> Status {
-        Request* r = nullptr;
-        Status s = eng.coll().reduce_start(*c, sendbuf, recvbuf, count, type, op, root, false, r);
-        return s != WEFT_OK ? s : coll_finish(eng, r, nullptr);
+weft_status_t weft_barrier(weft_comm_t comm) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return barrier_common(comm, nullptr);
     });
 }
 
-static weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(req, "req", fn)) return st;
+        return barrier_common(comm, req);
+    });
+}
+
+weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return bcast_common(comm, buf, count, raw(type), root, nullptr, fn);
+    });
+}
+
+weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
+                          weft_request_t* req) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(req, "req", fn)) return st;
+        return bcast_common(comm, buf, count, raw(type), root, req, fn);
+    });
+}
+
+weft_status_t weft_reduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                          weft_op_t op, uint32_t root) {
+    const char* fn = __func__;
+    return on_usable_comm(comm, fn, [&](Comm* c) -> Status {
+        Engine& eng = *c->engine;
+        if (__builtin_expect(c->survivors != nullptr, 0)) {
+            Status rs = survivor_root(*c, root, fn);
+            if (rs != WEFT_OK) return rs;
+            c = c->survivors;
+        }
+        Status st = check_root(*c, root, fn);
+        if (st == WEFT_OK) st = check_reduce(*c, sendbuf, recvbuf, count, raw(type), raw(op), c->rank == root, fn);
+        if (st == WEFT_OK && sendbuf == WEFT_IN_PLACE && c->rank != root)
+            st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_reduce: WEFT_IN_PLACE is for the root only");
+        if (st != WEFT_OK) return st;
+        ApiLock lock(eng);
+        return guarded([&]() -> Status {
+            Request* r = nullptr;
+            Status s = eng.coll().reduce_start(*c, sendbuf, recvbuf, count, type, op, root, false, r);
+            return s != WEFT_OK ? s : coll_finish(eng, r, nullptr);
+        });
+    });
+}
+
+weft_status_t weft_allreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                              weft_op_t op) {
-    return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), nullptr, __func__);
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), nullptr, fn);
+    });
 }
 
-static weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                               weft_op_t op, weft_request_t* req) {
-    REQUIRE_PTR(req);
-    return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), req, __func__);
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(req, "req", fn)) return st;
+        return allreduce_common(comm, sendbuf, recvbuf, count, raw(type), raw(op), req, fn);
+    });
 }
 
-static weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
-    return allgather_common(comm, sendbuf, count, raw(type), recvbuf, nullptr, __func__);
+weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return allgather_common(comm, sendbuf, count, raw(type), recvbuf, nullptr, fn);
+    });
 }
 
-static weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
+weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
                               weft_request_t* req) {
-    REQUIRE_PTR(req);
-    return allgather_common(comm, sendbuf, count, raw(type), recvbuf, req, __func__);
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(req, "req", fn)) return st;
+        return allgather_common(comm, sendbuf, count, raw(type), recvbuf, req, fn);
+    });
 }
-}  // namespace unrouted
-}  // extern "C++"
 
 
-// The public entry points: each body above, then its communicator's error
-// handler (group/errhandler.hpp).
-WEFT_ROUTED(weft_comm_rank, (weft_comm_t comm, uint32_t* rank), (comm, rank))
-WEFT_ROUTED(weft_comm_size, (weft_comm_t comm, uint32_t* size), (comm, size))
-WEFT_ROUTED(weft_comm_context_id, (weft_comm_t comm, uint64_t* id), (comm, id))
-WEFT_ROUTED(weft_comm_job_rank, (weft_comm_t comm, uint32_t rank, uint32_t* job_rank), (comm, rank, job_rank))
-WEFT_ROUTED(weft_comm_clock_slot, (weft_comm_t comm, uint32_t* slot), (comm, slot))
-WEFT_ROUTED(weft_send, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag), (comm, buf, count, type, dest, tag))
-WEFT_ROUTED(weft_ssend, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag), (comm, buf, count, type, dest, tag))
-WEFT_ROUTED(weft_isend, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag, weft_request_t* req), (comm, buf, count, type, dest, tag, req))
-WEFT_ROUTED(weft_issend, (weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag, weft_request_t* req), (comm, buf, count, type, dest, tag, req))
-WEFT_ROUTED(weft_recv, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag, weft_msg_status_t* status), (comm, buf, count, type, source, tag, status))
-WEFT_ROUTED(weft_irecv, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, int32_t source, int32_t tag, weft_request_t* req), (comm, buf, count, type, source, tag, req))
-WEFT_ROUTED(weft_iprobe, (weft_comm_t comm, int32_t source, int32_t tag, int* flag, weft_msg_status_t* status), (comm, source, tag, flag, status))
-WEFT_ROUTED(weft_probe, (weft_comm_t comm, int32_t source, int32_t tag, weft_msg_status_t* status), (comm, source, tag, status))
-WEFT_ROUTED(weft_barrier, (weft_comm_t comm), (comm))
-WEFT_ROUTED(weft_ibarrier, (weft_comm_t comm, weft_request_t* req), (comm, req))
-WEFT_ROUTED(weft_bcast, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root), (comm, buf, count, type, root))
-WEFT_ROUTED(weft_ibcast, (weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root, weft_request_t* req), (comm, buf, count, type, root, req))
-WEFT_ROUTED(weft_reduce, (weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op, uint32_t root), (comm, sendbuf, recvbuf, count, type, op, root))
-WEFT_ROUTED(weft_allreduce, (weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op), (comm, sendbuf, recvbuf, count, type, op))
-WEFT_ROUTED(weft_iallreduce, (weft_comm_t comm, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op, weft_request_t* req), (comm, sendbuf, recvbuf, count, type, op, req))
-WEFT_ROUTED(weft_allgather, (weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf), (comm, sendbuf, count, type, recvbuf))
-WEFT_ROUTED(weft_iallgather, (weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf, weft_request_t* req), (comm, sendbuf, count, type, recvbuf, req))
-WEFT_ROUTED(weft_comm_dup, (weft_comm_t comm, weft_comm_t* out), (comm, out))
-WEFT_ROUTED(weft_comm_split, (weft_comm_t comm, int32_t color, int32_t key, weft_comm_t* out), (comm, color, key, out))
-WEFT_ROUTED(weft_comm_create_from_ranks, (weft_comm_t comm, const uint32_t* ranks, uint32_t n, int32_t tag, weft_comm_t* out), (comm, ranks, n, tag, out))
 weft_status_t weft_comm_free(weft_comm_t* comm) {
+    const char* fn = __func__;
     // A failure leaves the handle alive: its handler sees it.
-    const weft_comm_t h = comm ? *comm : nullptr;
-    return weft::group::route_error(h, unrouted::weft_comm_free(comm), __func__);
+    return routed(comm ? *comm : nullptr, fn, [&]() -> Status {
+        if (Status st = weft::api::not_null(comm, "comm", fn)) return st;
+        Comm* c = nullptr;
+        if (Status st = live_comm(*comm, c, fn)) return st;
+        Engine& eng = *c->engine;
+        if (c->world) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_free: the world communicator belongs to the context");
+        ApiLock lock(eng);
+        return guarded([&]() -> Status {
+            weft_comm* h = *comm;
+            h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
+            weft::group::release_errhandler(h);
+            *comm = nullptr;
+            if (c->survivors) eng.registry().free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
+            return eng.registry().free_comm(*c);
+        });
+    });
 }
 
 }  // extern "C"

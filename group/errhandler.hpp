@@ -1,6 +1,6 @@
 // errhandler.hpp — per-communicator error handlers (weft/comm.h): what a
 // failed call on a communicator does. Every C entry point that takes a
-// communicator returns through route_error.
+// communicator returns through route_error (group/api_entry.hpp: routed).
 #pragma once
 
 #include "transport/common.hpp"
@@ -18,13 +18,6 @@ struct weft_errhandler {
     // get (valid) from the predefined handler itself (an argument error).
     uint32_t refs = 0;
 };
-
-// A C entry point that takes a communicator `comm`: its body is
-// unrouted::name (C++ linkage and the same name, so that __func__ and the log
-// lines say the public one); the entry point hands a failure to the
-// communicator's handler.
-#define WEFT_ROUTED(name, params, args) \
-    weft_status_t name params { return weft::group::route_error(comm, unrouted::name args, #name); }
 
 namespace weft::group {
 

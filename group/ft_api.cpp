@@ -3,8 +3,7 @@
 // Entry points validate handles and arguments (a clear status and a log
 // line), take the context's lock when it is MULTIPLE, and turn exceptions
 // into statuses, as group/api.cpp does.
-#include "transport/api_entry.hpp"
-#include "group/errhandler.hpp"
+#include "group/api_entry.hpp"
 #include "group/ft.hpp"
 #include "transport/backend.hpp"
 
@@ -23,6 +22,7 @@ using weft::group::FtComm;
 using weft::group::failed_in;
 using weft::group::shrink_tag;
 using weft::group::survivors_of;
+using weft::group::routed;
 
 namespace {
 
@@ -59,9 +59,7 @@ struct Target {
 };
 
 Status target_of(weft_comm_t h, Target& t, const char* fn) {
-    if (!h || h->magic != weft_comm::live_magic || !h->comm)
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", fn);
-    t.c = h->comm;
+    if (Status st = weft::group::live_comm(h, t.c, fn)) return st;
     t.eng = h->engine;
     t.ft = Ft::of(*t.eng);
     if (!t.ft) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the context has no fault-tolerance layer", fn);
@@ -147,27 +145,10 @@ Status rebuild_survivors(Target& t) {
 
 size_t weft::group::Ft::thread_cursors() { return cursors.size(); }
 
-extern "C" {
-
-extern "C++" {
-namespace unrouted {
-static weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        uint32_t total = 0, added = 0;
-        t.ft->update_local(*t.c, total, added);
-        FtComm& f = t.ft->state(*t.c);
-        Cursor& cur = cursor_of(f);
-        cur.l_prev = cur.l_cur;
-        cur.l_cur = f.l_order.size();
-        if (num_failed) *num_failed = total;
-        // This thread's news: another thread's validate may have added some.
-        if (num_new) *num_new = static_cast<uint32_t>(cur.l_cur - cur.l_prev);
-        return WEFT_OK;
-    });
-}
-
-static weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
-    return with_target(comm, __func__, [&](Target& t) -> Status {
+// validate_global's work, without the error handler (weft_window_validate
+// calls it too, and routes its failure once).
+static Status validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new, const char* fn) {
+    return with_target(comm, fn, [&](Target& t) -> Status {
         uint32_t total = 0, added = 0;
         t.ft->update_local(*t.c, total, added);
         FtComm& f = t.ft->state(*t.c);
@@ -190,163 +171,213 @@ static weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_f
     });
 }
 
-static weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
-                                   size_t capacity, size_t* count) {
-    if (!count) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: count is NULL", __func__);
-    const int w = raw(which), k = raw(kind);
-    if (w < WEFT_FAILED_LOCAL || w > WEFT_FAILED_UNCLEARED)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: set %d is not a WEFT_FAILED_* set", __func__, w);
-    if (k != WEFT_FAILED_ALL && k != WEFT_FAILED_NEW)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: kind %d is neither WEFT_FAILED_ALL nor WEFT_FAILED_NEW", __func__, k);
-    if (w >= WEFT_FAILED_CLEARED && k != WEFT_FAILED_ALL)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the cleared / uncleared sets take WEFT_FAILED_ALL only", __func__);
-    if (!ranks && capacity)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with capacity %zu", __func__, capacity);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        FtComm& f = t.ft->state(*t.c);
-        const Cursor& cur = cursor_of(f);
-        std::vector<uint32_t> out;
-        if (w == WEFT_FAILED_CLEARED || w == WEFT_FAILED_UNCLEARED) {
-            // The thread's L, split by the per-rank state.
-            for (size_t i = 0; i < cur.l_cur; ++i)
-                if ((f.cleared[f.l_order[i]] != 0) == (w == WEFT_FAILED_CLEARED)) out.push_back(f.l_order[i]);
-        } else {
-            const std::vector<uint32_t>& order = w == WEFT_FAILED_LOCAL ? f.l_order : f.g_order;
-            const size_t end = w == WEFT_FAILED_LOCAL ? cur.l_cur : cur.g_cur;
-            const size_t begin = k == WEFT_FAILED_ALL ? 0 : (w == WEFT_FAILED_LOCAL ? cur.l_prev : cur.g_prev);
-            out.assign(order.begin() + static_cast<ptrdiff_t>(begin), order.begin() + static_cast<ptrdiff_t>(end));
-        }
-        const size_t n = out.size();
-        *count = n;  // the size needed, also when the buffer is too small
-        if (!ranks) return WEFT_OK;  // (NULL, 0): a size query
-        if (n > capacity)
-            return WEFT_FAIL(WEFT_ERR_TRUNCATE, "%s: room for %zu ranks, %zu needed (*count says so)", __func__, capacity, n);
-        std::sort(out.begin(), out.end());
-        std::copy(out.begin(), out.end(), ranks);
-        return WEFT_OK;
-    });
-}
+extern "C" {
 
-static weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
-    if (!ranks && n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with %zu ranks", __func__, n);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        FtComm& f = t.ft->state(*t.c);
-        // All or nothing: check every rank first.
-        for (size_t i = 0; i < n; ++i) {
-            if (ranks[i] >= t.c->size)
-                return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", __func__, ranks[i], t.c->size);
-            if (!f.in_l[ranks[i]])
-                return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: rank %u is not in L (not known failed: validate first)", __func__, ranks[i]);
-        }
-        for (size_t i = 0; i < n; ++i) t.ft->clear(*t.c, f, ranks[i]);
-        return WEFT_OK;
-    });
-}
-
-static weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
-    if (n && (!ranks || !states)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks or states is NULL", __func__);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        FtComm& f = t.ft->state(*t.c);
-        for (size_t i = 0; i < n; ++i)
-            if (ranks[i] >= t.c->size)
-                return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", __func__, ranks[i], t.c->size);
-        for (size_t i = 0; i < n; ++i)
-            states[i] = !f.in_l[ranks[i]] ? WEFT_RANK_OK : f.cleared[ranks[i]] ? WEFT_RANK_CLEARED : WEFT_RANK_FAILED;
-        return WEFT_OK;
-    });
-}
-
-static weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
-    if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        uint32_t total = 0, added = 0;
-        // Our contribution names what the detector knows now, not only L
-        // (L changes only in validate calls; the contribution is not L).
-        t.ft->update_local(*t.c, total, added);
-        FtComm& f = t.ft->state(*t.c);
-        std::vector<uint64_t> v = value_of(f, t.c->size, static_cast<uint32_t>(*flag));
-        Status s = t.ft->agree(*t.c, v);
-        if (s != WEFT_OK) return s;
-        // Uniform: every survivor compares the same agreed set with the
-        // same G (G changes only in validate_global, itself uniform).
-        return weft::group::agree_outcome(f, *t.c, v, flag);
-    });
-}
-
-static weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
-    if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
-    if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        weft::group::Request* r = nullptr;
-        Status s = t.ft->iagree(*t.c, flag, r);
-        if (s != WEFT_OK) return s;
-        *req = weft::group::handle_of(r);
-        return WEFT_OK;
-    });
-}
-
-static weft_status_t weft_comm_revoke(weft_comm_t comm) {
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        if (t.c->world)
-            WEFT_LOG(info, "weft_comm_revoke: revoking the world communicator (only shrink, agree and validate work on it now)");
-        t.ft->revoke(*t.c);
-        return WEFT_OK;
-    });
-}
-
-static weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
-    if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", __func__);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        t.eng->poll();  // a notice may be waiting
-        *flag = t.c->revoked ? 1 : 0;
-        return WEFT_OK;
-    });
-}
-
-static weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
-    if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        const weft::Deadline d = t.eng->rt().op_deadline();
-        // Ends: the new communicator, an agreement's error (each has the
-        // deadline), or a failed build past the deadline d.
-        for (uint32_t attempt = 0;; ++attempt) {
+weft_status_t weft_comm_validate_local(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return with_target(comm, fn, [&](Target& t) -> Status {
             uint32_t total = 0, added = 0;
             t.ft->update_local(*t.c, total, added);
             FtComm& f = t.ft->state(*t.c);
-            std::vector<uint64_t> v = value_of(f, t.c->size, 1);
+            Cursor& cur = cursor_of(f);
+            cur.l_prev = cur.l_cur;
+            cur.l_cur = f.l_order.size();
+            if (num_failed) *num_failed = total;
+            // This thread's news: another thread's validate may have added some.
+            if (num_new) *num_new = static_cast<uint32_t>(cur.l_cur - cur.l_prev);
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status { return validate_global(comm, num_failed, num_new, fn); });
+}
+
+weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks,
+                                   size_t capacity, size_t* count) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (!count) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: count is NULL", fn);
+        const int w = raw(which), k = raw(kind);
+        if (w < WEFT_FAILED_LOCAL || w > WEFT_FAILED_UNCLEARED)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: set %d is not a WEFT_FAILED_* set", fn, w);
+        if (k != WEFT_FAILED_ALL && k != WEFT_FAILED_NEW)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: kind %d is neither WEFT_FAILED_ALL nor WEFT_FAILED_NEW", fn, k);
+        if (w >= WEFT_FAILED_CLEARED && k != WEFT_FAILED_ALL)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the cleared / uncleared sets take WEFT_FAILED_ALL only", fn);
+        if (!ranks && capacity)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with capacity %zu", fn, capacity);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            FtComm& f = t.ft->state(*t.c);
+            const Cursor& cur = cursor_of(f);
+            std::vector<uint32_t> out;
+            if (w == WEFT_FAILED_CLEARED || w == WEFT_FAILED_UNCLEARED) {
+                // The thread's L, split by the per-rank state.
+                for (size_t i = 0; i < cur.l_cur; ++i)
+                    if ((f.cleared[f.l_order[i]] != 0) == (w == WEFT_FAILED_CLEARED)) out.push_back(f.l_order[i]);
+            } else {
+                const std::vector<uint32_t>& order = w == WEFT_FAILED_LOCAL ? f.l_order : f.g_order;
+                const size_t end = w == WEFT_FAILED_LOCAL ? cur.l_cur : cur.g_cur;
+                const size_t begin = k == WEFT_FAILED_ALL ? 0 : (w == WEFT_FAILED_LOCAL ? cur.l_prev : cur.g_prev);
+                out.assign(order.begin() + static_cast<ptrdiff_t>(begin), order.begin() + static_cast<ptrdiff_t>(end));
+            }
+            const size_t n = out.size();
+            *count = n;  // the size needed, also when the buffer is too small
+            if (!ranks) return WEFT_OK;  // (NULL, 0): a size query
+            if (n > capacity)
+                return WEFT_FAIL(WEFT_ERR_TRUNCATE, "%s: room for %zu ranks, %zu needed (*count says so)", fn, capacity, n);
+            std::sort(out.begin(), out.end());
+            std::copy(out.begin(), out.end(), ranks);
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, size_t n) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (!ranks && n) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks is NULL with %zu ranks", fn, n);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            FtComm& f = t.ft->state(*t.c);
+            // All or nothing: check every rank first.
+            for (size_t i = 0; i < n; ++i) {
+                if (ranks[i] >= t.c->size)
+                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, ranks[i], t.c->size);
+                if (!f.in_l[ranks[i]])
+                    return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: rank %u is not in L (not known failed: validate first)", fn, ranks[i]);
+            }
+            for (size_t i = 0; i < n; ++i) t.ft->clear(*t.c, f, ranks[i]);
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (n && (!ranks || !states)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: ranks or states is NULL", fn);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            FtComm& f = t.ft->state(*t.c);
+            for (size_t i = 0; i < n; ++i)
+                if (ranks[i] >= t.c->size)
+                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, ranks[i], t.c->size);
+            for (size_t i = 0; i < n; ++i)
+                states[i] = !f.in_l[ranks[i]] ? WEFT_RANK_OK : f.cleared[ranks[i]] ? WEFT_RANK_CLEARED : WEFT_RANK_FAILED;
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", fn);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            uint32_t total = 0, added = 0;
+            // Our contribution names what the detector knows now, not only L
+            // (L changes only in validate calls; the contribution is not L).
+            t.ft->update_local(*t.c, total, added);
+            FtComm& f = t.ft->state(*t.c);
+            std::vector<uint64_t> v = value_of(f, t.c->size, static_cast<uint32_t>(*flag));
             Status s = t.ft->agree(*t.c, v);
             if (s != WEFT_OK) return s;
-            const std::vector<uint32_t> survivors = survivors_of(*t.c, v);
-            if (failed_in(v, t.c->rank))
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: the survivors agreed this process failed", __func__);
-            // Either every survivor returns the new communicator or all try
-            // again (the failure is then in the next agreement's set).
-            Comm* out = nullptr;
-            s = build_agreed(t, survivors, out);
-            if (s == WEFT_OK) {
-                *newcomm = weft::group::new_comm_handle(*t.eng, out, comm);
-                return WEFT_OK;
+            // Uniform: every survivor compares the same agreed set with the
+            // same G (G changes only in validate_global, itself uniform).
+            return weft::group::agree_outcome(f, *t.c, v, flag);
+        });
+    });
+}
+
+weft_status_t weft_comm_iagree(weft_comm_t comm, int* flag, weft_request_t* req) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", fn);
+        if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", fn);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            weft::group::Request* r = nullptr;
+            Status s = t.ft->iagree(*t.c, flag, r);
+            if (s != WEFT_OK) return s;
+            *req = weft::group::handle_of(r);
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_revoke(weft_comm_t comm) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            if (t.c->world)
+                WEFT_LOG(info, "weft_comm_revoke: revoking the world communicator (only shrink, agree and validate work on it now)");
+            t.ft->revoke(*t.c);
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_is_revoked(weft_comm_t comm, int* flag) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (!flag) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: flag is NULL", fn);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            t.eng->poll();  // a notice may be waiting
+            *flag = t.c->revoked ? 1 : 0;
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", fn);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            const weft::Deadline d = t.eng->rt().op_deadline();
+            // Ends: the new communicator, an agreement's error (each has the
+            // deadline), or a failed build past the deadline d.
+            for (uint32_t attempt = 0;; ++attempt) {
+                uint32_t total = 0, added = 0;
+                t.ft->update_local(*t.c, total, added);
+                FtComm& f = t.ft->state(*t.c);
+                std::vector<uint64_t> v = value_of(f, t.c->size, 1);
+                Status s = t.ft->agree(*t.c, v);
+                if (s != WEFT_OK) return s;
+                const std::vector<uint32_t> survivors = survivors_of(*t.c, v);
+                if (failed_in(v, t.c->rank))
+                    return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: the survivors agreed this process failed", fn);
+                // Either every survivor returns the new communicator or all try
+                // again (the failure is then in the next agreement's set).
+                Comm* out = nullptr;
+                s = build_agreed(t, survivors, out);
+                if (s == WEFT_OK) {
+                    *newcomm = weft::group::new_comm_handle(*t.eng, out, comm);
+                    return WEFT_OK;
+                }
+                if ((s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) || d.passed())
+                    return WEFT_FAIL(s, "%s: building the shrunk communicator failed (attempt %u)", fn, attempt);
+                WEFT_LOG(info, "%s: a member failed while the communicator was built; agreeing again", fn);
             }
-            if ((s != WEFT_ERR_PEER_FAILED && s != WEFT_ERR_TIMEOUT) || d.passed())
-                return WEFT_FAIL(s, "%s: building the shrunk communicator failed (attempt %u)", __func__, attempt);
-            WEFT_LOG(info, "%s: a member failed while the communicator was built; agreeing again", __func__);
-        }
+        });
     });
 }
-static weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req) {
-    if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", __func__);
-    if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", __func__);
-    return with_target(comm, __func__, [&](Target& t) -> Status {
-        // The handle is made when the survivors have the communicator.
-        weft::group::Request* r = nullptr;
-        Status s = t.ft->ishrink(*t.c, newcomm, r);
-        if (s != WEFT_OK) return s;
-        *req = weft::group::handle_of(r);
-        return WEFT_OK;
+weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req) {
+    const char* fn = __func__;
+    return routed(comm, fn, [&]() -> Status {
+        if (!newcomm) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: newcomm is NULL", fn);
+        if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", fn);
+        return with_target(comm, fn, [&](Target& t) -> Status {
+            // The handle is made when the survivors have the communicator.
+            weft::group::Request* r = nullptr;
+            Status s = t.ft->ishrink(*t.c, newcomm, r);
+            if (s != WEFT_OK) return s;
+            *req = weft::group::handle_of(r);
+            return WEFT_OK;
+        });
     });
 }
-}  // namespace unrouted
-}  // extern "C++"
 
 weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t* num_failed) {
     if (!win || win->magic != weft_window::live_magic)
@@ -354,7 +385,7 @@ weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t
                                         __func__);
     // G first (collective, fault tolerant), then the window learns it.
     uint32_t total = 0, added = 0;
-    Status st = unrouted::weft_comm_validate_global(comm, &total, &added);
+    Status st = validate_global(comm, &total, &added, __func__);
     if (st == WEFT_OK)
         st = with_target(comm, __func__, [&](Target& t) -> Status {
             if (win->rt != &t.eng->rt())
@@ -375,18 +406,5 @@ weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t
 }
 
 
-// The public entry points: each body above, then its communicator's error
-// handler (group/errhandler.hpp).
-WEFT_ROUTED(weft_comm_validate_local, (weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new), (comm, num_failed, num_new))
-WEFT_ROUTED(weft_comm_validate_global, (weft_comm_t comm, uint32_t* num_failed, uint32_t* num_new), (comm, num_failed, num_new))
-WEFT_ROUTED(weft_comm_get_failed, (weft_comm_t comm, weft_failed_set_t which, weft_failed_kind_t kind, uint32_t* ranks, size_t capacity, size_t* count), (comm, which, kind, ranks, capacity, count))
-WEFT_ROUTED(weft_comm_validate_clear, (weft_comm_t comm, const uint32_t* ranks, size_t n), (comm, ranks, n))
-WEFT_ROUTED(weft_comm_rank_states, (weft_comm_t comm, const uint32_t* ranks, size_t n, weft_rank_state_t* states), (comm, ranks, n, states))
-WEFT_ROUTED(weft_comm_agree, (weft_comm_t comm, int* flag), (comm, flag))
-WEFT_ROUTED(weft_comm_iagree, (weft_comm_t comm, int* flag, weft_request_t* req), (comm, flag, req))
-WEFT_ROUTED(weft_comm_ishrink, (weft_comm_t comm, weft_comm_t* newcomm, weft_request_t* req), (comm, newcomm, req))
-WEFT_ROUTED(weft_comm_revoke, (weft_comm_t comm), (comm))
-WEFT_ROUTED(weft_comm_is_revoked, (weft_comm_t comm, int* flag), (comm, flag))
-WEFT_ROUTED(weft_comm_shrink, (weft_comm_t comm, weft_comm_t* newcomm), (comm, newcomm))
 
 }  // extern "C"
