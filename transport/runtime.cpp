@@ -246,6 +246,9 @@ Status Runtime::finalize() {
 }
 
 Status Runtime::add_layer_entry(const void* key, const char* name, void* self, const LayerHooks& hooks) {
+    // A progress thread (MULTIPLE) may be inside progress(), which reads
+    // the entries under the API lock: change them only under it too.
+    RuntimeLock lock(*this);
     if (layer_entry(key)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "layer %s is registered twice", name);
     // A removed entry is reused only by its own key: another layer taking
     // it would run before layers registered after the removed one.
@@ -265,6 +268,7 @@ Status Runtime::add_layer_entry(const void* key, const char* name, void* self, c
 }
 
 void Runtime::remove_layer_entry(const void* key) {
+    RuntimeLock lock(*this);  // as add_layer_entry
     const uint32_t n = layer_count_.load(std::memory_order_relaxed);
     for (uint32_t i = 0; i < n; ++i) {
         LayerEntry& l = layers_[i];
