@@ -48,14 +48,14 @@ static inline uint64_t bench_hist_value(size_t i) {
     return (BENCH_HIST_SUB + k % BENCH_HIST_SUB) << (msb - 6u);
 }
 
-static inline void bench_hist_add(bench_hist_t *h, uint64_t ns) {
+static inline void bench_hist_add(bench_hist_t* h, uint64_t ns) {
     ++h->counts[bench_hist_index(ns)];
     ++h->n;
 }
 
 /* q in [0, 1]: the smallest bucket value with at least q of the samples at
  * or below it; 0 without samples. */
-static inline double bench_hist_percentile(const bench_hist_t *h, double q) {
+static inline double bench_hist_percentile(const bench_hist_t* h, double q) {
     if (h->n == 0) return 0;
     uint64_t want = (uint64_t)(q * (double)h->n);
     if (want == 0) want = 1;

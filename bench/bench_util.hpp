@@ -92,8 +92,10 @@ inline bool spin_until(Done&& done, Poll&& poll, uint64_t limit_ns = wait_limit_
         poll();
         if ((i & 255) == 255) {
             const uint64_t t = now_ns();
-            if (deadline == 0) deadline = t + limit_ns;
-            else if (t >= deadline) return false;
+            if (deadline == 0)
+                deadline = t + limit_ns;
+            else if (t >= deadline)
+                return false;
             if (i >= 4096) sched_yield();
         }
         cpu_relax();

@@ -26,9 +26,10 @@ inline void parse_cli(int argc, char** argv, const char* help, std::initializer_
         if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
             std::fputs(help, stdout);
             if (google_benchmark)
-                std::fputs("  --benchmark_*        Google Benchmark's flags (--benchmark_filter=REGEX, "
-                           "--benchmark_min_time=SEC, ...)\n",
-                           stdout);
+                std::fputs(
+                    "  --benchmark_*        Google Benchmark's flags (--benchmark_filter=REGEX, "
+                    "--benchmark_min_time=SEC, ...)\n",
+                    stdout);
             std::fputs("  -h, --help           print this and exit\n", stdout);
             std::exit(0);
         }

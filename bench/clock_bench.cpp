@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
         uint64_t x = rank, y = 0;
         check(weft_barrier(world), "barrier");
         uint64_t t0 = now_ns();
-        for (uint64_t i = 0; i < allreduces; ++i) check(weft_allreduce(world, &x, &y, 1, WEFT_UINT64, WEFT_OP_SUM), "allreduce");
+        for (uint64_t i = 0; i < allreduces; ++i)
+            check(weft_allreduce(world, &x, &y, 1, WEFT_UINT64, WEFT_OP_SUM), "allreduce");
         per_allreduce.push_back(double(now_ns() - t0) / double(allreduces));
         // The pair alone, on the world's clock (every rank makes the same
         // number, so the clocks stay equal).
@@ -86,8 +87,9 @@ int main(int argc, char** argv) {
     check(weft_barrier(world), "barrier");
     if (rank == 0) {
         const double a = median(per_allreduce), p = median(per_pair);
-        std::printf("ranks %u  allreduce 8 B: %.1f ns  commit_begin+commit_finish: %.2f ns  = %.2f%% of the allreduce\n", size,
-                    a, p, 100.0 * p / a);
+        std::printf(
+            "ranks %u  allreduce 8 B: %.1f ns  commit_begin+commit_finish: %.2f ns  = %.2f%% of the allreduce\n", size,
+            a, p, 100.0 * p / a);
     }
     return weft_finalize(ctx) == WEFT_OK ? 0 : 1;
 }

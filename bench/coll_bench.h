@@ -52,48 +52,48 @@ typedef enum coll_op { COLL_SUM, COLL_MAX } coll_op;
 /* What a library provides. Every call returns 0 on success, else the
  * library's own error code (printed, then the job is aborted). */
 typedef struct coll_ops {
-    const char *impl; /* the impl= label unless --label */
+    const char* impl; /* the impl= label unless --label */
     int rank, size;
-    int (*send)(const void *buf, size_t bytes, int dest);
-    int (*recv)(void *buf, size_t bytes, int source);
+    int (*send)(const void* buf, size_t bytes, int dest);
+    int (*recv)(void* buf, size_t bytes, int source);
     int (*barrier)(void);
-    int (*allreduce)(const void *in, void *out, size_t count, coll_type type, coll_op op);
+    int (*allreduce)(const void* in, void* out, size_t count, coll_type type, coll_op op);
     void (*abort_job)(int code); /* must not return */
 } coll_ops;
 
 #define COLL_BW_COUNT ((size_t)1 << 17) /* doubles: 1 MiB */
 
 typedef struct coll_bench {
-    const coll_ops *ops;
-    const char *impl;
-    const char *only; /* --only: run just this test (NULL: all) */
+    const coll_ops* ops;
+    const char* impl;
+    const char* only; /* --only: run just this test (NULL: all) */
     long warmup, iters, bw_warmup, bw_iters;
     uint64_t budget_ns; /* per test; see coll_plan */
     /* buffers of the current test */
-    uint64_t seq, echo;    /* ping-pong: what rank 0 sent last, what came back */
+    uint64_t seq, echo; /* ping-pong: what rank 0 sent last, what came back */
     uint64_t u64_in, u64_out;
     double f64_in, f64_out;
     double *bw_in, *bw_out;
     bench_hist_t hist;
 } coll_bench;
 
-static void coll_fail(const coll_bench *b, const char *what, int code) {
+static void coll_fail(const coll_bench* b, const char* what, int code) {
     fprintf(stderr, "coll_bench: rank %d: %s (code %d)\n", b->ops->rank, what, code);
     fflush(stderr);
     b->ops->abort_job(1);
     exit(1); /* abort_job must not return; never continue with a bad result */
 }
 
-static void coll_call(const coll_bench *b, int rc, const char *what) {
+static void coll_call(const coll_bench* b, int rc, const char* what) {
     if (rc != 0) coll_fail(b, what, rc);
 }
 
 /* ------------------------------------------------------------- one step */
 
-typedef int (*coll_step_fn)(coll_bench *b);
+typedef int (*coll_step_fn)(coll_bench* b);
 
-static int coll_step_pingpong(coll_bench *b) {
-    const coll_ops *o = b->ops;
+static int coll_step_pingpong(coll_bench* b) {
+    const coll_ops* o = b->ops;
     int rc;
     if (o->rank == 0) {
         ++b->seq;
@@ -104,17 +104,17 @@ static int coll_step_pingpong(coll_bench *b) {
     return o->send(&b->echo, sizeof b->echo, 0);
 }
 
-static int coll_step_barrier(coll_bench *b) { return b->ops->barrier(); }
+static int coll_step_barrier(coll_bench* b) { return b->ops->barrier(); }
 
-static int coll_step_allreduce_u64(coll_bench *b) {
+static int coll_step_allreduce_u64(coll_bench* b) {
     return b->ops->allreduce(&b->u64_in, &b->u64_out, 1, COLL_U64, COLL_SUM);
 }
 
-static int coll_step_allreduce_f64(coll_bench *b) {
+static int coll_step_allreduce_f64(coll_bench* b) {
     return b->ops->allreduce(&b->f64_in, &b->f64_out, 1, COLL_F64, COLL_SUM);
 }
 
-static int coll_step_allreduce_bw(coll_bench *b) {
+static int coll_step_allreduce_bw(coll_bench* b) {
     return b->ops->allreduce(b->bw_in, b->bw_out, COLL_BW_COUNT, COLL_F64, COLL_SUM);
 }
 
@@ -122,8 +122,7 @@ static int coll_step_allreduce_bw(coll_bench *b) {
 
 /* Runs warmup + iters steps; samples one iteration in `every` (a power of
  * two) into b->hist. Returns the mean ns per timed iteration. */
-static double coll_timed(coll_bench *b, coll_step_fn step, long warmup, long iters, uint64_t every,
-                         const char *name) {
+static double coll_timed(coll_bench* b, coll_step_fn step, long warmup, long iters, uint64_t every, const char* name) {
     memset(&b->hist, 0, sizeof b->hist);
     for (long i = 0; i < warmup; ++i) coll_call(b, step(b), name);
     const uint64_t mask = every - 1;
@@ -153,13 +152,12 @@ static double coll_timed(coll_bench *b, coll_step_fn step, long warmup, long ite
  * the count actually run. Collective. */
 #define COLL_PROBE 10
 
-static void coll_plan(coll_bench *b, coll_step_fn step, int takes_part, long *warmup, long *iters,
-                      const char *name) {
+static void coll_plan(coll_bench* b, coll_step_fn step, int takes_part, long* warmup, long* iters, const char* name) {
     double per = 0, worst = 0;
     if (takes_part) {
         /* The first steps pay for connections and first touches: untimed. */
         for (int i = 0; i < COLL_PROBE; ++i) coll_call(b, step(b), name);
-        bench_hist_t *h = &b->hist; /* free until the timed loop */
+        bench_hist_t* h = &b->hist; /* free until the timed loop */
         memset(h, 0, sizeof *h);
         for (int i = 0; i < COLL_PROBE; ++i) {
             const uint64_t t0 = bench_now_ns();
@@ -178,24 +176,24 @@ static void coll_plan(coll_bench *b, coll_step_fn step, int takes_part, long *wa
 
 /* Plans (coll_plan), lines the ranks up with a barrier, and runs the timed
  * loop on the ranks that take part. */
-static double coll_measure(coll_bench *b, coll_step_fn step, int takes_part, long *warmup, long *iters,
-                           uint64_t every, const char *name) {
+static double coll_measure(coll_bench* b, coll_step_fn step, int takes_part, long* warmup, long* iters, uint64_t every,
+                           const char* name) {
     coll_plan(b, step, takes_part, warmup, iters, name);
     coll_call(b, b->ops->barrier(), "barrier");
     return takes_part ? coll_timed(b, step, *warmup, *iters, every, name) : 0;
 }
 
-static void coll_print(const coll_bench *b, const char *test, const char *stat, const char *unit,
-                       double value, long iters) {
+static void coll_print(const coll_bench* b, const char* test, const char* stat, const char* unit, double value,
+                       long iters) {
     if (b->ops->rank != 0) return;
-    printf("RESULT impl=%s test=%s ranks=%d stat=%s unit=%s value=%.3f iters=%ld\n", b->impl, test,
-           b->ops->size, stat, unit, value, iters);
+    printf("RESULT impl=%s test=%s ranks=%d stat=%s unit=%s value=%.3f iters=%ld\n", b->impl, test, b->ops->size, stat,
+           unit, value, iters);
     fflush(stdout);
 }
 
 /* Combines every rank's numbers (average of the means, largest p50/p99),
  * prints them, and returns the combined mean. Collective. */
-static double coll_report(coll_bench *b, const char *test, double mean, long iters) {
+static double coll_report(coll_bench* b, const char* test, double mean, long iters) {
     const double pct[2] = {bench_hist_percentile(&b->hist, 0.50), bench_hist_percentile(&b->hist, 0.99)};
     double sum = 0, worst[2] = {0, 0};
     coll_call(b, b->ops->allreduce(&mean, &sum, 1, COLL_F64, COLL_SUM), "allreduce of the results");
@@ -209,11 +207,11 @@ static double coll_report(coll_bench *b, const char *test, double mean, long ite
 
 /* ------------------------------------------------------------ the tests */
 
-static int coll_wanted(const coll_bench *b, const char *test) { return !b->only || strcmp(b->only, test) == 0; }
+static int coll_wanted(const coll_bench* b, const char* test) { return !b->only || strcmp(b->only, test) == 0; }
 
-static void coll_run_pingpong(coll_bench *b) {
-    const coll_ops *o = b->ops;
-    const char *name = "pingpong8_half";
+static void coll_run_pingpong(coll_bench* b) {
+    const coll_ops* o = b->ops;
+    const char* name = "pingpong8_half";
     if (o->size < 2 || !coll_wanted(b, name)) return;
     long warmup = b->warmup, iters = b->iters;
     b->seq = b->echo = 0;
@@ -229,7 +227,7 @@ static void coll_run_pingpong(coll_bench *b) {
 }
 
 /* One latency test: plan, measure, check, report. */
-static void coll_latency_test(coll_bench *b, coll_step_fn step, const char *name, int (*ok)(const coll_bench *)) {
+static void coll_latency_test(coll_bench* b, coll_step_fn step, const char* name, int (*ok)(const coll_bench*)) {
     if (!coll_wanted(b, name)) return;
     long warmup = b->warmup, iters = b->iters;
     const double mean = coll_measure(b, step, 1, &warmup, &iters, 16, name);
@@ -237,14 +235,14 @@ static void coll_latency_test(coll_bench *b, coll_step_fn step, const char *name
     coll_report(b, name, mean, iters);
 }
 
-static uint64_t coll_rank_sum(const coll_bench *b) {
+static uint64_t coll_rank_sum(const coll_bench* b) {
     const uint64_t n = (uint64_t)b->ops->size;
     return n * (n + 1) / 2; /* every rank contributes rank + 1 */
 }
-static int coll_ok_u64(const coll_bench *b) { return b->u64_out == coll_rank_sum(b); }
-static int coll_ok_f64(const coll_bench *b) { return b->f64_out == (double)coll_rank_sum(b); }
+static int coll_ok_u64(const coll_bench* b) { return b->u64_out == coll_rank_sum(b); }
+static int coll_ok_f64(const coll_bench* b) { return b->f64_out == (double)coll_rank_sum(b); }
 
-static void coll_run_latency(coll_bench *b) {
+static void coll_run_latency(coll_bench* b) {
     b->u64_in = (uint64_t)b->ops->rank + 1;
     b->f64_in = (double)b->u64_in;
     b->u64_out = 0;
@@ -254,12 +252,12 @@ static void coll_run_latency(coll_bench *b) {
     coll_latency_test(b, coll_step_allreduce_f64, "allreduce8_f64", coll_ok_f64);
 }
 
-static void coll_run_bandwidth(coll_bench *b) {
-    const coll_ops *o = b->ops;
-    const char *name = "allreduce_1MiB";
+static void coll_run_bandwidth(coll_bench* b) {
+    const coll_ops* o = b->ops;
+    const char* name = "allreduce_1MiB";
     if (!coll_wanted(b, name)) return;
-    b->bw_in = (double *)malloc(COLL_BW_COUNT * sizeof(double));
-    b->bw_out = (double *)malloc(COLL_BW_COUNT * sizeof(double));
+    b->bw_in = (double*)malloc(COLL_BW_COUNT * sizeof(double));
+    b->bw_out = (double*)malloc(COLL_BW_COUNT * sizeof(double));
     if (!b->bw_in || !b->bw_out) coll_fail(b, "out of memory", 0);
     /* Small integers: every partial sum is exact in any reduction order. */
     for (size_t i = 0; i < COLL_BW_COUNT; ++i) {
@@ -280,8 +278,8 @@ static void coll_run_bandwidth(coll_bench *b) {
 
 /* ----------------------------------------------------------- the driver */
 
-static long coll_count_arg(const coll_bench *b, const char *flag, const char *value) {
-    char *end = NULL;
+static long coll_count_arg(const coll_bench* b, const char* flag, const char* value) {
+    char* end = NULL;
     const long v = value ? strtol(value, &end, 10) : -1;
     if (!value || *end != '\0' || v < 1) {
         if (b->ops->rank == 0) fprintf(stderr, "coll_bench: %s wants a positive count\n", flag);
@@ -294,7 +292,7 @@ static long coll_count_arg(const coll_bench *b, const char *flag, const char *va
 /* Parses argv (see the top of this file), runs every test, returns 0. The
  * library must be initialised; the caller finalises it afterwards. b is
  * large (a histogram): give it static storage. */
-static int coll_bench_run(coll_bench *b, const coll_ops *ops, int argc, char **argv) {
+static int coll_bench_run(coll_bench* b, const coll_ops* ops, int argc, char** argv) {
     memset(b, 0, sizeof *b);
     b->ops = ops;
     b->impl = ops->impl;
@@ -305,13 +303,20 @@ static int coll_bench_run(coll_bench *b, const coll_ops *ops, int argc, char **a
     b->budget_ns = 3000000000ull;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--label") == 0 && v) b->impl = v;
-        else if (strcmp(a, "--only") == 0 && v) b->only = v;
-        else if (strcmp(a, "--warmup") == 0) b->warmup = coll_count_arg(b, a, v);
-        else if (strcmp(a, "--iters") == 0) b->iters = coll_count_arg(b, a, v);
-        else if (strcmp(a, "--bw-warmup") == 0) b->bw_warmup = coll_count_arg(b, a, v);
-        else if (strcmp(a, "--bw-iters") == 0) b->bw_iters = coll_count_arg(b, a, v);
-        else if (strcmp(a, "--budget-ms") == 0) b->budget_ns = (uint64_t)coll_count_arg(b, a, v) * 1000000ull;
+        if (strcmp(a, "--label") == 0 && v)
+            b->impl = v;
+        else if (strcmp(a, "--only") == 0 && v)
+            b->only = v;
+        else if (strcmp(a, "--warmup") == 0)
+            b->warmup = coll_count_arg(b, a, v);
+        else if (strcmp(a, "--iters") == 0)
+            b->iters = coll_count_arg(b, a, v);
+        else if (strcmp(a, "--bw-warmup") == 0)
+            b->bw_warmup = coll_count_arg(b, a, v);
+        else if (strcmp(a, "--bw-iters") == 0)
+            b->bw_iters = coll_count_arg(b, a, v);
+        else if (strcmp(a, "--budget-ms") == 0)
+            b->budget_ns = (uint64_t)coll_count_arg(b, a, v) * 1000000ull;
         else {
             if (ops->rank == 0) fprintf(stderr, "coll_bench: unknown argument %s\n", a);
             ops->abort_job(2);

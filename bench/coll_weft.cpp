@@ -52,8 +52,13 @@ int main(int argc, char** argv) {
                      "usage: weft-run -n N coll_weft [--iters N] [--warmup N] [--bw-iters N] [--bw-warmup N]\n"
                      "                               [--budget-ms N] [--label NAME] [--only TEST]\n"
                      "  (see bench/coll_bench.h for the tests and the defaults)\n",
-                     {{"--iters", true}, {"--warmup", true}, {"--bw-iters", true}, {"--bw-warmup", true},
-                      {"--budget-ms", true}, {"--label", true}, {"--only", true}});
+                     {{"--iters", true},
+                      {"--warmup", true},
+                      {"--bw-iters", true},
+                      {"--bw-warmup", true},
+                      {"--budget-ms", true},
+                      {"--label", true},
+                      {"--only", true}});
     weft_context_t ctx = nullptr;
     const weft_status_t st = weft_init(&ctx);
     const char* transport = std::getenv("WEFT_TRANSPORT");

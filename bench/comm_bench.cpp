@@ -55,16 +55,23 @@ uint64_t run(Op op, uint64_t iterations, size_t bytes) {
                     if (st == WEFT_OK) st = weft_send(world, a.data(), count, WEFT_UINT64, 0, 0);
                 }
                 break;
-            case Op::barrier: st = weft_barrier(world); break;
-            case Op::allreduce: st = weft_allreduce(world, a.data(), b.data(), count, WEFT_UINT64, WEFT_OP_SUM); break;
-            case Op::bcast: st = weft_bcast(world, a.data(), count, WEFT_UINT64, 0); break;
+            case Op::barrier:
+                st = weft_barrier(world);
+                break;
+            case Op::allreduce:
+                st = weft_allreduce(world, a.data(), b.data(), count, WEFT_UINT64, WEFT_OP_SUM);
+                break;
+            case Op::bcast:
+                st = weft_bcast(world, a.data(), count, WEFT_UINT64, 0);
+                break;
             case Op::ibarrier: {
                 weft_request_t r;
                 st = weft_ibarrier(world, &r);
                 if (st == WEFT_OK) st = weft_request_wait(&r, nullptr);
                 break;
             }
-            case Op::stop: break;
+            case Op::stop:
+                break;
         }
         errors += st != WEFT_OK;
     }

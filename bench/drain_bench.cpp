@@ -39,8 +39,10 @@ int main(int argc, char** argv) {
                      {{"--reps", true}, {"--smoke", false}});
     int reps = 30;
     for (int i = 1; i < argc; ++i)
-        if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "--smoke")) reps = 3;
+        if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--smoke"))
+            reps = 3;
 
     // Rank 0 starts the model's coordinator before weft (a forked process,
     // single-threaded, as DMTCP's is).
@@ -89,15 +91,16 @@ int main(int argc, char** argv) {
             for (int i = 0; i < 4; ++i) check(weft_barrier(world), "barrier");
             uint64_t out = rep, in = 0;
             weft_request_t rr, rs;
-            check(weft_irecv(world, &in, 1, WEFT_UINT64, static_cast<int32_t>((rank + size - 1) % size), 1, &rr), "irecv");
+            check(weft_irecv(world, &in, 1, WEFT_UINT64, static_cast<int32_t>((rank + size - 1) % size), 1, &rr),
+                  "irecv");
             check(weft_isend(world, &out, 1, WEFT_UINT64, (rank + 1) % size, 1, &rs), "isend");
             check(weft_request_wait(&rs, nullptr), "wait");
             check(weft_request_wait(&rr, nullptr), "wait");
             check(weft_barrier(world), "barrier");
 
             uint64_t t0 = now_ns();
-            const mana_model::Result m = mana_model::drain(client, static_cast<uint32_t>(rep + 1), 5 * (rep + 1), false,
-                                                           rep + 1, rep + 1);
+            const mana_model::Result m =
+                mana_model::drain(client, static_cast<uint32_t>(rep + 1), 5 * (rep + 1), false, rep + 1, rep + 1);
             const double mt = double(now_ns() - t0);
             model_full.push_back(mt);
             model_rounds.push_back(m.rounds);
@@ -106,8 +109,10 @@ int main(int argc, char** argv) {
             check(weft_barrier(world), "barrier");
             weft_drain_result_t res{};
             t0 = now_ns();
-            if (rank == 0) check(weft_drain(ctx, &res), "drain");
-            else check(weft_drain_wait(ctx, drain_no + 1, 60000, &res), "drain wait");
+            if (rank == 0)
+                check(weft_drain(ctx, &res), "drain");
+            else
+                check(weft_drain_wait(ctx, drain_no + 1, 60000, &res), "drain wait");
             ++drain_no;
             weft_wall.push_back(double(now_ns() - t0));
             weft_full.push_back(double(res.total_ns));
@@ -122,10 +127,11 @@ int main(int argc, char** argv) {
     check(weft_barrier(world), "barrier");
     if (rank == 0) {
         const double wf = median(weft_full), wr = median(weft_round), mf = median(model_full), mr = median(model_round);
-        std::printf("ranks %u  weft: full %.1f us (%.0f rounds, %.2f us/round, request-to-resume %.1f us)  "
-                    "mana-model: full %.1f us (%.0f rounds, %.1f us/round)  ratio: round %.0fx, full %.1fx\n",
-                    size, wf / 1e3, median(weft_rounds), wr / 1e3, median(weft_wall) / 1e3, mf / 1e3,
-                    median(model_rounds), mr / 1e3, mr / std::max(wr, 1.0), mf / std::max(wf, 1.0));
+        std::printf(
+            "ranks %u  weft: full %.1f us (%.0f rounds, %.2f us/round, request-to-resume %.1f us)  "
+            "mana-model: full %.1f us (%.0f rounds, %.1f us/round)  ratio: round %.0fx, full %.1fx\n",
+            size, wf / 1e3, median(weft_rounds), wr / 1e3, median(weft_wall) / 1e3, mf / 1e3, median(model_rounds),
+            mr / 1e3, mr / std::max(wr, 1.0), mf / std::max(wf, 1.0));
     }
     check(weft_finalize(ctx), "finalize");
     if (coordinator > 0) waitpid(coordinator, nullptr, 0);

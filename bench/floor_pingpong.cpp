@@ -37,9 +37,9 @@ struct alignas(64) Line {
     std::atomic<uint64_t> v;
 };
 struct Shared {
-    Line ping;   // one-line modes: both sides; two-line mode: B's word (A writes it)
-    Line pong;   // two-line mode: A's word (B writes it)
-    Line stop;   // A sets it to end B's loop; read-only until then
+    Line ping;  // one-line modes: both sides; two-line mode: B's word (A writes it)
+    Line pong;  // two-line mode: A's word (B writes it)
+    Line stop;  // A sets it to end B's loop; read-only until then
 };
 static_assert(sizeof(Shared) == 3 * 64);
 
@@ -50,7 +50,8 @@ void pick_cpus(int& a, int& b) {
     if (sched_getaffinity(0, sizeof set, &set) != 0) return;
     for (int c = 0; c < CPU_SETSIZE; ++c) {
         if (!CPU_ISSET(c, &set)) continue;
-        if (a < 0) a = c;
+        if (a < 0)
+            a = c;
         else {
             b = c;
             return;
@@ -90,7 +91,9 @@ void pin(int cpu) {
         }
         if (s->stop.v.load(std::memory_order_relaxed)) _exit(0);
         switch (mode) {
-            case Mode::fadd_one_line: s->ping.v.fetch_add(1, std::memory_order_acq_rel); break;
+            case Mode::fadd_one_line:
+                s->ping.v.fetch_add(1, std::memory_order_acq_rel);
+                break;
             case Mode::fadd_two_lines:
                 seen = s->ping.v.load(std::memory_order_relaxed);
                 s->pong.v.fetch_add(1, std::memory_order_acq_rel);
@@ -103,8 +106,7 @@ void pin(int cpu) {
 }
 
 void BM_floor(benchmark::State& state, Mode mode) {
-    auto* s = static_cast<Shared*>(
-        mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    auto* s = static_cast<Shared*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     if (s == MAP_FAILED) {
         state.SkipWithError("mmap failed");
         return;
@@ -189,10 +191,11 @@ BENCHMARK_CAPTURE(BM_floor, fadd_two_lines, Mode::fadd_two_lines)->UseRealTime()
 BENCHMARK_CAPTURE(BM_floor, store_one_line, Mode::store_one_line)->UseRealTime();
 
 int main(int argc, char** argv) {
-    bench::parse_cli(argc, argv,
-                     "floor_pingpong: this machine's floor without weft (two processes ping-pong on shared cache lines)\n"
-                     "usage: floor_pingpong [--benchmark_* ...]\n",
-                     {}, true);
+    bench::parse_cli(
+        argc, argv,
+        "floor_pingpong: this machine's floor without weft (two processes ping-pong on shared cache lines)\n"
+        "usage: floor_pingpong [--benchmark_* ...]\n",
+        {}, true);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
     benchmark::RunSpecifiedBenchmarks();

@@ -91,9 +91,12 @@ int main(int argc, char** argv) {
     Bench b;
     bool kill = false;
     for (int i = 1; i < argc; ++i)
-        if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) b.reps = std::max(1, std::atoi(argv[++i]));
-        else if (!std::strcmp(argv[i], "--kill")) kill = true;
-        else if (!std::strcmp(argv[i], "--smoke")) b.reps = 3;
+        if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+            b.reps = std::max(1, std::atoi(argv[++i]));
+        else if (!std::strcmp(argv[i], "--kill"))
+            kill = true;
+        else if (!std::strcmp(argv[i], "--smoke"))
+            b.reps = 3;
 
     weft_context_t ctx;
     check(weft_init(&ctx), "weft_init");
@@ -115,8 +118,10 @@ int main(int argc, char** argv) {
             for (uint32_t r = 0; r < victim; ++r) check(weft_put(win, r, 0, &t, sizeof t), "stamp");
             check(weft_flush(win, WEFT_RANK_ALL), "flush");
             weft_fault_point("ft_bench.victim");
-            std::fprintf(stderr, "ft_bench: the victim survived: run under weft-run --keep-survivors "
-                                 "--fault kill:rank=%u:at=ft_bench.victim\n", victim);
+            std::fprintf(stderr,
+                         "ft_bench: the victim survived: run under weft-run --keep-survivors "
+                         "--fault kill:rank=%u:at=ft_bench.victim\n",
+                         victim);
             return 3;
         }
         uint32_t failed = 0, added = 0;
@@ -144,7 +149,8 @@ int main(int argc, char** argv) {
         uint64_t worst = 0;
         check(weft_allreduce(b.world, &mine, &worst, 1, WEFT_UINT64, WEFT_OP_MAX), "allreduce");
         if (b.rank == 0) {
-            std::printf("RESULT lib=weft ranks=%u failures=1 op=kill_to_known_all median_us=%.2f\n", b.size, worst / 1e3);
+            std::printf("RESULT lib=weft ranks=%u failures=1 op=kill_to_known_all median_us=%.2f\n", b.size,
+                        worst / 1e3);
             std::printf("RESULT lib=weft ranks=%u failures=1 op=validate_global_first median_us=%.2f\n", b.size,
                         first_validate_us);
         }

@@ -174,9 +174,12 @@ int main(int argc, char** argv) {
     int64_t iters = 30;
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
-        else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = std::strtoll(argv[++i], nullptr, 10);
-        else args.push_back(argv[i]);
+        if (std::strcmp(argv[i], "--smoke") == 0)
+            smoke = true;
+        else if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+            iters = std::strtoll(argv[++i], nullptr, 10);
+        else
+            args.push_back(argv[i]);
     }
     if (smoke) iters = 3;
     if (iters < 1) die("--iters wants a positive count");

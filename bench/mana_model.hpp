@@ -72,9 +72,15 @@ inline void serve(int listen_fd, uint32_t ranks) {
             if (!full_io(fds[i], &rq, sizeof rq, false)) std::exit(2);
             uint64_t reply = 0;
             switch (rq.op) {
-                case op_max: reply = kv[rq.key] = std::max(kv[rq.key], rq.value); break;
-                case op_add: reply = kv[rq.key] += rq.value; break;
-                case op_get: reply = kv[rq.key]; break;
+                case op_max:
+                    reply = kv[rq.key] = std::max(kv[rq.key], rq.value);
+                    break;
+                case op_add:
+                    reply = kv[rq.key] += rq.value;
+                    break;
+                case op_get:
+                    reply = kv[rq.key];
+                    break;
                 case op_barrier:
                     at_barrier.push_back(fds[i]);
                     if (at_barrier.size() == ranks) {
@@ -82,7 +88,9 @@ inline void serve(int listen_fd, uint32_t ranks) {
                         at_barrier.clear();
                     }
                     continue;
-                case op_quit: ++quit; break;
+                case op_quit:
+                    ++quit;
+                    break;
             }
             full_io(fds[i], &reply, sizeof reply, true);
             if (rq.op == op_quit) {
@@ -134,7 +142,8 @@ struct Result {
     uint32_t rounds = 0;
 };
 
-inline Result drain(Client& c, uint32_t drain_no, uint64_t seq, bool busy_first_round, uint64_t sent, uint64_t received) {
+inline Result drain(Client& c, uint32_t drain_no, uint64_t seq, bool busy_first_round, uint64_t sent,
+                    uint64_t received) {
     Result r;
     const uint32_t base = drain_no << 12;
     for (uint32_t round = 0;; ++round) {

@@ -114,17 +114,15 @@ int main(int argc, char** argv) {
             return v;
         };
         times.ns[0] = my_ns_per_op;
-        const bool ok = bench::spin_until([&] { return current() >= want && times.received == size - 1; },
-                                          [&] { check(weft_progress(ctx, nullptr), "weft_progress"); },
-                                          50ull * 1000000000ull);
+        const bool ok =
+            bench::spin_until([&] { return current() >= want && times.received == size - 1; },
+                              [&] { check(weft_progress(ctx, nullptr), "weft_progress"); }, 50ull * 1000000000ull);
         t_done = bench::now_ns();
         const uint64_t got = current();
         if (!ok || got != want) {
-            std::fprintf(stderr,
-                         "oversubscribed: FAIL: counter is %llu, expected %u*%llu = %llu; %u of %u reports%s\n",
+            std::fprintf(stderr, "oversubscribed: FAIL: counter is %llu, expected %u*%llu = %llu; %u of %u reports%s\n",
                          static_cast<unsigned long long>(got), size, static_cast<unsigned long long>(k),
-                         static_cast<unsigned long long>(want), times.received, size - 1,
-                         ok ? "" : " (timed out)");
+                         static_cast<unsigned long long>(want), times.received, size - 1, ok ? "" : " (timed out)");
             return 1;
         }
     }
@@ -133,13 +131,14 @@ int main(int argc, char** argv) {
         std::vector<uint64_t> per = times.ns;
         std::sort(per.begin(), per.end());
         const double agg = static_cast<double>(t_done - t0) / static_cast<double>(uint64_t(size) * k);
-        std::printf("OVERSUB transport=%s ranks=%u K=%llu total_ops=%llu sum=OK wall_ms=%.1f "
-                    "aggregate_ns_per_op=%.1f rank_ns_per_op_median=%llu rank_ns_per_op_max=%llu "
-                    "rank0_ns_per_op=%llu\n",
-                    caps.transport, size, static_cast<unsigned long long>(k),
-                    static_cast<unsigned long long>(uint64_t(size) * k), static_cast<double>(t_done - t0) / 1e6, agg,
-                    static_cast<unsigned long long>(per[size / 2]), static_cast<unsigned long long>(per[size - 1]),
-                    static_cast<unsigned long long>(my_ns_per_op));
+        std::printf(
+            "OVERSUB transport=%s ranks=%u K=%llu total_ops=%llu sum=OK wall_ms=%.1f "
+            "aggregate_ns_per_op=%.1f rank_ns_per_op_median=%llu rank_ns_per_op_max=%llu "
+            "rank0_ns_per_op=%llu\n",
+            caps.transport, size, static_cast<unsigned long long>(k),
+            static_cast<unsigned long long>(uint64_t(size) * k), static_cast<double>(t_done - t0) / 1e6, agg,
+            static_cast<unsigned long long>(per[size / 2]), static_cast<unsigned long long>(per[size - 1]),
+            static_cast<unsigned long long>(my_ns_per_op));
     }
     check(weft_window_free(win), "weft_window_free");
     check(weft_finalize(ctx), "weft_finalize");

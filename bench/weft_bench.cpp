@@ -76,11 +76,11 @@ struct Ctrl {
 // One word per cache line: the word a peer changes never shares a line with
 // one we poll or one the other benchmark touches.
 constexpr uint64_t line = 64;
-constexpr uint64_t fadd_off = 0 * line;   // fetch-add ping-pong word (each rank's own)
-constexpr uint64_t put_off = 1 * line;    // put ping-pong word
-constexpr uint64_t fadd_lat_off = 2 * line;   // rank 1's: one-sided fetch-add target
-constexpr uint64_t cswap_off = 3 * line;  // rank 1's: one-sided compare-swap target
-constexpr uint64_t fadd1_off = 4 * line;  // rank 1's: the one-line fetch-add ping-pong word
+constexpr uint64_t fadd_off = 0 * line;      // fetch-add ping-pong word (each rank's own)
+constexpr uint64_t put_off = 1 * line;       // put ping-pong word
+constexpr uint64_t fadd_lat_off = 2 * line;  // rank 1's: one-sided fetch-add target
+constexpr uint64_t cswap_off = 3 * line;     // rank 1's: one-sided compare-swap target
+constexpr uint64_t fadd1_off = 4 * line;     // rank 1's: the one-line fetch-add ping-pong word
 constexpr uint64_t data_off = 4096;
 constexpr uint64_t data_size = 4ull << 20;
 constexpr uint64_t window_size = data_off + data_size;
@@ -99,7 +99,7 @@ struct Bench {
     // memory and needs weft's progress only now and then, and a rank that
     // only serves one-sided operations may sleep — as perftest's do.
     bool nic = false;
-    std::string label;         // "shm" or "ucx UCX_TLS=..."
+    std::string label;  // "shm" or "ucx UCX_TLS=..."
 
     // Rank 1's inbox. Handlers run inside weft_progress on our only thread,
     // so plain fields suffice.
@@ -111,8 +111,8 @@ struct Bench {
     uint64_t pings = 0, pongs = 0, data_msgs = 0, data_bytes = 0;
     uint32_t readies = 0, dones = 0;
     uint32_t last_done_ok = 0;
-    uint64_t fadd_seen = 0;  // our fetch-add ping-pong word, last value seen
-    uint64_t put_seq = 0;    // last put ping-pong sequence number
+    uint64_t fadd_seen = 0;      // our fetch-add ping-pong word, last value seen
+    uint64_t put_seq = 0;        // last put ping-pong sequence number
     uint64_t fadd_lat_next = 0;  // rank 0: expected old value of rank 1's fadd_lat word
     uint64_t cswap_next = 0;     // rank 0: current value of rank 1's cswap word
 
@@ -141,7 +141,8 @@ void on_ctrl(void*, uint32_t, const void* p, size_t len) {
     Ctrl c;
     if (len != sizeof c) die("malformed control message");
     std::memcpy(&c, p, sizeof c);
-    if (c.kind == CtrlKind::ready) ++g.readies;
+    if (c.kind == CtrlKind::ready)
+        ++g.readies;
     else {
         g.last_done_ok = c.ok;
         ++g.dones;
@@ -246,11 +247,13 @@ void BM_fadd_pingpong_one_line(benchmark::State& state) {
     const double mean = bench::timed_loop(state, s, bench::sample_latency, [&] {
         check(weft_atomic_fetch_add(g.win, 1, fadd1_off, 1, &old), "fetch-add");
         next += 2;
-        wait_for([&] {
-            uint64_t v = 0;
-            check(weft_get(g.win, 1, fadd1_off, &v, 8), "get");
-            return v == next;
-        }, "rank 1's fetch-add");
+        wait_for(
+            [&] {
+                uint64_t v = 0;
+                check(weft_get(g.win, 1, fadd1_off, &v, 8), "get");
+                return v == next;
+            },
+            "rank 1's fetch-add");
     });
     finish(state, s, mean, 1.0, "full round trip on one word (the floor's pattern)");
 }
@@ -275,8 +278,7 @@ void BM_cswap_latency(benchmark::State& state) {
     uint64_t old = 0;
     const double mean = bench::timed_loop(state, s, bench::sample_latency, [&] {
         // Always succeeds: rank 0 alone writes the word and knows its value.
-        check(weft_atomic_compare_swap(g.win, 1, cswap_off, g.cswap_next, g.cswap_next + 1, &old),
-              "compare-swap");
+        check(weft_atomic_compare_swap(g.win, 1, cswap_off, g.cswap_next, g.cswap_next + 1, &old), "compare-swap");
         ok &= old == g.cswap_next++;
     });
     if (!ok) die("compare-swap returned a wrong previous value");
@@ -355,8 +357,7 @@ void BM_am_bandwidth(benchmark::State& state) {
     });
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
     char l[96];
-    std::snprintf(l, sizeof l, "one AM per iteration (eager limit %zu B); counters per message",
-                  g.caps.am_eager_limit);
+    std::snprintf(l, sizeof l, "one AM per iteration (eager limit %zu B); counters per message", g.caps.am_eager_limit);
     finish(state, s, mean, 1.0, l);
 }
 
@@ -463,12 +464,14 @@ void serve() {
         const Command e = next_command();
         if (e.op != Op::end) die("expected END");
         switch (c.op) {
-            case Op::am_rate: ok &= g.data_msgs - data_msgs0 == c.iterations * c.arg; break;
-            case Op::am_bandwidth:
-                ok &= g.data_msgs - data_msgs0 == c.iterations &&
-                      g.data_bytes - data_bytes0 == c.iterations * c.arg;
+            case Op::am_rate:
+                ok &= g.data_msgs - data_msgs0 == c.iterations * c.arg;
                 break;
-            default: break;
+            case Op::am_bandwidth:
+                ok &= g.data_msgs - data_msgs0 == c.iterations && g.data_bytes - data_bytes0 == c.iterations * c.arg;
+                break;
+            default:
+                break;
         }
         if (!ok) std::fprintf(stderr, "weft_bench rank 1: op %u: unexpected traffic\n", static_cast<unsigned>(c.op));
         reply(CtrlKind::done, ok);
@@ -486,8 +489,10 @@ int main(int argc, char** argv) {
     bool smoke = false;
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
-        else args.push_back(argv[i]);
+        if (std::strcmp(argv[i], "--smoke") == 0)
+            smoke = true;
+        else
+            args.push_back(argv[i]);
     }
     static char min_time[] = "--benchmark_min_time=0.01";
     if (smoke) args.insert(args.begin() + 1, min_time);  // a later explicit flag still wins
@@ -497,8 +502,8 @@ int main(int argc, char** argv) {
     if (st == WEFT_ERR_UNSUPPORTED) {
         // A backend that cannot run here is skipped with a reason, never
         // faked as passing and never a failure.
-        std::printf("SKIP: weft_bench: transport %s is not supported here (weft_init: %s)\n",
-                    want ? want : "auto", weft_strerror(st));
+        std::printf("SKIP: weft_bench: transport %s is not supported here (weft_init: %s)\n", want ? want : "auto",
+                    weft_strerror(st));
         return 0;
     }
     check(st, "weft_init");

@@ -17,9 +17,9 @@
 #include <memory>
 #include <vector>
 
+using weft::guarded;
 using weft::Runtime;
 using weft::Status;
-using weft::guarded;
 
 namespace weft::context {
 
@@ -52,7 +52,8 @@ Status bring_up(Runtime& rt, bool multi_threaded) {
     }
     group::start(rt);
     st = drain::attach(rt);
-    if (st != WEFT_OK) WEFT_LOG(error, "the drain thread did not start: %s (weft_drain_* return UNSUPPORTED)", weft_strerror(st));
+    if (st != WEFT_OK)
+        WEFT_LOG(error, "the drain thread did not start: %s (weft_drain_* return UNSUPPORTED)", weft_strerror(st));
     return WEFT_OK;
 }
 
@@ -73,8 +74,7 @@ Status tear_down(Runtime& rt) {
 
 extern "C" {
 
-weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t* provided,
-                               weft_context_t* ctx_out) {
+weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t* provided, weft_context_t* ctx_out) {
     if (!ctx_out) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init: ctx_out is NULL");
     int level;  // read as an int: a C caller may pass any value, not loadable as the enum
     std::memcpy(&level, &required, sizeof level);
@@ -92,9 +92,7 @@ weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t
     });
 }
 
-weft_status_t weft_init(weft_context_t* ctx_out) {
-    return weft_init_thread(WEFT_THREAD_SERIALIZED, nullptr, ctx_out);
-}
+weft_status_t weft_init(weft_context_t* ctx_out) { return weft_init_thread(WEFT_THREAD_SERIALIZED, nullptr, ctx_out); }
 
 weft_status_t weft_finalize(weft_context_t ctx) {
     Runtime* rt = weft::runtime_of(ctx);

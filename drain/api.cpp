@@ -86,7 +86,7 @@ struct weft_drain_clock {
     static constexpr uint64_t live_magic = 0x574654444e434c4bull;  // "WFTDNCLK"
     uint64_t magic = live_magic;
     weft_context* ctx = nullptr;
-    weft_comm_t comm = nullptr;  // a hidden communicator: its clock record is the stack's
+    weft_comm_t comm = nullptr;              // a hidden communicator: its clock record is the stack's
     weft::group::DrainPort* port = nullptr;  // its context's (valid while the context is live)
 };
 
@@ -101,7 +101,8 @@ Status live_clock(weft_drain_clock_t c, const char* fn) {
 Status live_ctx(weft_context_t ctx, const char* fn) {
     weft::Runtime* rt = nullptr;
     if (Status st = weft::api::live(ctx, rt, fn)) return st;
-    if (!weft::group::drain_port_of(*rt)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
+    if (!weft::group::drain_port_of(*rt))
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
     return WEFT_OK;
 }
 
@@ -147,7 +148,8 @@ weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
     if (Status st = live_clock(clock, __func__)) return st;
     weft_drain_clock* c = clock;
     weft::Runtime* rt = weft::runtime_of(c->ctx);
-    if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
+    if (!rt || !c->comm->comm)
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     return guarded([&] {
         weft::RuntimeLock lock(*rt);
         c->port->commit_begin(*c->comm->comm);
@@ -159,7 +161,8 @@ weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
     if (Status st = live_clock(clock, __func__)) return st;
     weft_drain_clock* c = clock;
     weft::Runtime* rt = weft::runtime_of(c->ctx);
-    if (!rt || !c->comm->comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
+    if (!rt || !c->comm->comm)
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     weft::RuntimeLock lock(*rt);
     c->port->commit_finish(*c->comm->comm);
     return WEFT_OK;

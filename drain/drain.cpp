@@ -66,7 +66,7 @@ uint64_t status_off(uint64_t field) { return WEFT_STATE_DRAIN_STATUS_OFF + field
 // Words of the status line from its start up to and including `field`:
 // one read gets them all.
 constexpr size_t status_words_through(uint64_t field) { return field / 8 + 1; }
-constexpr uint32_t tree_from_ranks = 64;   // WEFT_DRAIN_OBSERVE=auto: the tree observer from this job size
+constexpr uint32_t tree_from_ranks = 64;  // WEFT_DRAIN_OBSERVE=auto: the tree observer from this job size
 
 // The low half of a 64-bit word as a futex: shared (not PRIVATE), so a
 // process that maps the same shm segment can wake us.
@@ -115,7 +115,8 @@ Drain::Drain(Runtime& rt, group::DrainPort& port) : rt_(rt), port_(port), win_(r
     port_.set_hooks(group::DrainPort::Hooks{this, on_commit});
     const std::string mode = env_string("WEFT_DRAIN_MODE", "polling");
     blocking_ = mode == "blocking";
-    if (!blocking_ && mode != "polling") WEFT_LOG(warn, "WEFT_DRAIN_MODE=%s: expected polling or blocking; polling", mode.c_str());
+    if (!blocking_ && mode != "polling")
+        WEFT_LOG(warn, "WEFT_DRAIN_MODE=%s: expected polling or blocking; polling", mode.c_str());
     if (blocking_) {
         // A blocked receive and the drain thread share the engine: the
         // context's lock keeps them apart.
@@ -129,7 +130,9 @@ Drain::~Drain() {
     port_.set_hooks({});
 }
 
-void Drain::start() { thread_ = std::thread([this] { run(); }); }
+void Drain::start() {
+    thread_ = std::thread([this] { run(); });
+}
 
 void Drain::stop() {
     stop_.store(true, std::memory_order_release);
@@ -185,7 +188,8 @@ void Drain::read_failed(uint32_t r, Status st, uint64_t* dst, size_t words) {
 
 // Ours, or a peer's mapped here (direct_).
 uint64_t Drain::load_mapped(uint32_t r, uint64_t off) {
-    return std::atomic_ref<uint64_t>(*(r == rt_.rank() ? sw_.word(off) : sw_.mapped_word(r, off))).load(std::memory_order_acquire);
+    return std::atomic_ref<uint64_t>(*(r == rt_.rank() ? sw_.word(off) : sw_.mapped_word(r, off)))
+        .load(std::memory_order_acquire);
 }
 
 void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
@@ -230,8 +234,8 @@ void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t att
     const auto enough = [&](uint64_t old) {
         return use_of(old) != use || (attempt_of(old) == (attempt & attempt_mask) && (old & value_mask) >= value);
     };
-    Status st = cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough,
-                          tagged(0, use, 0));
+    Status st =
+        cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough, tagged(0, use, 0));
     if (st == WEFT_ERR_PEER_FAILED && rt_.peer_failed(r)) return;  // must_end() says so
     if (st != WEFT_OK) WEFT_LOG(warn, "drain: raising a target at rank %u failed: %s", r, weft_strerror(st));
 }
@@ -264,7 +268,8 @@ void Drain::decide(uint64_t attempt, Code from, Code to) {
         const uint64_t hint = uint64_t(failed_rank_) + 1;
         Status st = win_->ops->put(win_, 0, failure_hint_off, &hint, sizeof hint);
         if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, 0);
-        if (st != WEFT_OK) WEFT_LOG(debug, "drain: naming rank %u at rank 0 failed: %s", failed_rank_, weft_strerror(st));
+        if (st != WEFT_OK)
+            WEFT_LOG(debug, "drain: naming rank %u at rank 0 failed: %s", failed_rank_, weft_strerror(st));
     }
     uint64_t old = 0;
     win_->ops->compare_swap(win_, 0, WEFT_STATE_DRAIN_DECISION_OFF, expect, (attempt << 4) | to, &old);
@@ -344,7 +349,8 @@ void Drain::send_request(uint64_t number) {
         // A failed member takes no part: the drain ends at once for it
         // (must_end), not a reason to log an error per request.
         if (r != rt_.rank() && rt_.peer_failed(r)) continue;
-        Status st = cas_raise(r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0);
+        Status st = cas_raise(
+            r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0);
         if (st != WEFT_OK) WEFT_LOG(error, "drain request: rank %u unreachable: %s", r, weft_strerror(st));
         if (direct_ && r != rt_.rank()) futex_wake(sw_.mapped_word(r, WEFT_STATE_EPOCH_OFF));
     }
@@ -353,13 +359,15 @@ void Drain::send_request(uint64_t number) {
 Status Drain::wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& out) {
     std::unique_lock<std::mutex> g(mutex_);
     auto ready = [&] { return results_.count(number) != 0 || stop_.load(); };
-    if (timeout_ms == 0) done_cv_.wait(g, ready);
+    if (timeout_ms == 0)
+        done_cv_.wait(g, ready);
     else if (!done_cv_.wait_for(g, std::chrono::milliseconds(timeout_ms), ready))
-        return WEFT_FAIL(WEFT_ERR_TIMEOUT, "drain %llu did not finish in %llu ms", static_cast<unsigned long long>(number),
-                         static_cast<unsigned long long>(timeout_ms));
+        return WEFT_FAIL(WEFT_ERR_TIMEOUT, "drain %llu did not finish in %llu ms",
+                         static_cast<unsigned long long>(number), static_cast<unsigned long long>(timeout_ms));
     auto it = results_.find(number);
-    if (it == results_.end()) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "drain %llu: weft is finalizing",
-                                               static_cast<unsigned long long>(number));
+    if (it == results_.end())
+        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "drain %llu: weft is finalizing",
+                         static_cast<unsigned long long>(number));
     out = it->second;
     return out.status;
 }
@@ -390,7 +398,6 @@ void Drain::run() {
     }
 }
 
-
 void Drain::serve_trigger() {
     if (trigger_fd_ < 0) {
         // On shm a request wakes us at once (the asker wakes the futex on
@@ -398,8 +405,10 @@ void Drain::serve_trigger() {
         uint64_t* epoch = sw_.word(WEFT_STATE_EPOCH_OFF);
         const uint64_t seen = std::atomic_ref<uint64_t>(*epoch).load(std::memory_order_acquire);
         if (seen > completed_ || asked_.load() > sent_request_) return;
-        if (direct_) futex_wait(epoch, static_cast<uint32_t>(seen), std::max<uint64_t>(idle_ns_, 50000000ull));
-        else std::this_thread::sleep_for(std::chrono::nanoseconds(idle_ns_));
+        if (direct_)
+            futex_wait(epoch, static_cast<uint32_t>(seen), std::max<uint64_t>(idle_ns_, 50000000ull));
+        else
+            std::this_thread::sleep_for(std::chrono::nanoseconds(idle_ns_));
         return;
     }
     pollfd p{trigger_fd_, POLLIN, 0};
@@ -471,11 +480,12 @@ void Drain::run_drain(uint64_t number) {
         for (uint32_t r = 0; r < rt_.size(); ++r)
             if (r != rt_.rank() && rt_.peer_failed(r)) all += (all.empty() ? "" : ", ") + std::to_string(r);
         WEFT_LOG(error, "drain %llu ended without a quiescent point: rank %u failed%s%s%s; the job resumes",
-                 static_cast<unsigned long long>(number), failed_rank_, all.empty() ? "" : " (failed here: ", all.c_str(),
-                 all.empty() ? "" : ")");
+                 static_cast<unsigned long long>(number), failed_rank_,
+                 all.empty() ? "" : " (failed here: ", all.c_str(), all.empty() ? "" : ")");
     } else if (code == failed) {
         WEFT_LOG(error, "drain %llu gave up after %llu ms (WEFT_DRAIN_TIMEOUT_MS) in its %s phase; the job resumes",
-                 static_cast<unsigned long long>(number), static_cast<unsigned long long>(timeout_ns_ / 1000000), where);
+                 static_cast<unsigned long long>(number), static_cast<unsigned long long>(timeout_ns_ / 1000000),
+                 where);
         if (std::strcmp(where, "collective") == 0) log_unconverged(attempt);
     }
     if (code != p2p_done) {
@@ -495,12 +505,13 @@ void Drain::run_drain(uint64_t number) {
     res.total_ns = now_ns() - t0;
     if (report_next_ && report_fd_ >= 0) {
         char line[256];
-        const int n = std::snprintf(line, sizeof line,
-                                    "drain %llu: %s in %.3f ms (collective %.3f ms), %u attempt(s), %llu rounds, "
-                                    "%llu message(s) buffered job-wide\n",
-                                    static_cast<unsigned long long>(number), weft_strerror(res.status), res.total_ns / 1e6,
-                                    res.collective_ns / 1e6, res.attempts, static_cast<unsigned long long>(res.rounds),
-                                    static_cast<unsigned long long>(res.job_buffered_messages));
+        const int n =
+            std::snprintf(line, sizeof line,
+                          "drain %llu: %s in %.3f ms (collective %.3f ms), %u attempt(s), %llu rounds, "
+                          "%llu message(s) buffered job-wide\n",
+                          static_cast<unsigned long long>(number), weft_strerror(res.status), res.total_ns / 1e6,
+                          res.collective_ns / 1e6, res.attempts, static_cast<unsigned long long>(res.rounds),
+                          static_cast<unsigned long long>(res.job_buffered_messages));
         if (n > 0 && ::write(report_fd_, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1))) < 0)
             WEFT_LOG(warn, "drain: report not written");
         report_next_ = false;
@@ -561,7 +572,8 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
     // (a failed member, the drain's deadline, finalize).
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
-        if (const Code why = must_end(); why != undecided) return why == stopped ? why : settle(attempt, undecided, why);
+        if (const Code why = must_end(); why != undecided)
+            return why == stopped ? why : settle(attempt, undecided, why);
         const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
         if (must_hold) {
             hold();
@@ -658,7 +670,8 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
     // at the decision and must_end, so a dead partner ends it too.
     for (uint64_t round = 1, round_start = now_ns();; ++round, round_start = now_ns()) {
         ++res.rounds;
-        if (const Code why = must_end(); why != undecided) return why == stopped ? why : settle(attempt, undecided, why);
+        if (const Code why = must_end(); why != undecided)
+            return why == stopped ? why : settle(attempt, undecided, why);
         // Time spent waiting for partners is a pause, as between the reads
         // observer's rounds: round_work_ns counts only this thread's work.
         uint64_t waited = 0;
@@ -678,7 +691,9 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             const uint32_t partner = (me + (1u << k)) % n;
             if (!direct_) hold();
             // A failed partner is never written (must_end ends the wait below).
-            Status st = rt_.peer_failed(partner) ? WEFT_ERR_PEER_FAILED : win_->ops->put(win_, partner, inbox_off(k, round), &word, sizeof word);
+            Status st = rt_.peer_failed(partner)
+                            ? WEFT_ERR_PEER_FAILED
+                            : win_->ops->put(win_, partner, inbox_off(k, round), &word, sizeof word);
             if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, partner);
             if (!direct_) unhold();
             if (st != WEFT_OK && !rt_.peer_failed(partner))
@@ -692,7 +707,8 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             Backoff idle(Backoff::drain_round, deadline_);
             uint32_t looks = 0;
             const uint64_t wait_start = now_ns();
-            for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag; w = inbox.load(std::memory_order_acquire)) {
+            for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag;
+                 w = inbox.load(std::memory_order_acquire)) {
                 if ((++looks & 15) == 0) {
                     if (!direct_ || needs_progress_) {
                         hold();
@@ -758,7 +774,8 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     // phase: messages that cannot arrive), finalize.
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
-        if (const Code why = must_end(); why != undecided) return why == stopped ? why : settle(attempt, coll_done, why);
+        if (const Code why = must_end(); why != undecided)
+            return why == stopped ? why : settle(attempt, coll_done, why);
         uint32_t moved = 0;
         for (int k = 0; k < 4; ++k) moved += progress_all();
         uint64_t bytes = 0;
@@ -796,8 +813,10 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
             // until their threads are out.
             if (all_blocked) {
                 res.deadlock = 1;
-                WEFT_LOG(error, "drain %llu: every rank is blocked in a receive with nothing in transit: the job is deadlocked",
-                         static_cast<unsigned long long>(started_.load()));
+                WEFT_LOG(
+                    error,
+                    "drain %llu: every rank is blocked in a receive with nothing in transit: the job is deadlocked",
+                    static_cast<unsigned long long>(started_.load()));
             }
             res.dummies += port_.release_blocked_receives();
             publish(WEFT_STATE_DRAIN_BLOCKED, 0);
@@ -921,8 +940,7 @@ void Drain::commit(Comm& c) {
             // and the raise lands everywhere before the collective starts.
             const uint64_t next = seq.load(std::memory_order_relaxed) + 1;
             seq.store(next, std::memory_order_release);
-            const uint64_t target =
-                sw_.at(clock_off(c.slot, WEFT_STATE_CLOCK_TARGET)).load(std::memory_order_acquire);
+            const uint64_t target = sw_.at(clock_off(c.slot, WEFT_STATE_CLOCK_TARGET)).load(std::memory_order_acquire);
             if ((next & value_mask) > target_of(target, attempt)) raise(c, next, attempt);
             return;
         }

@@ -39,7 +39,15 @@ private:
     // drain's deadline passed (WEFT_ERR_TIMEOUT); member_failed: a member
     // failed or left (WEFT_ERR_PEER_FAILED). stopped is never written
     // there: this rank is finalizing and leaves the drain alone.
-    enum Code : uint64_t { undecided = 0, coll_done = 1, retry = 2, p2p_done = 3, failed = 4, member_failed = 5, stopped = 6 };
+    enum Code : uint64_t {
+        undecided = 0,
+        coll_done = 1,
+        retry = 2,
+        p2p_done = 3,
+        failed = 4,
+        member_failed = 5,
+        stopped = 6
+    };
     enum Phase : uint64_t { phase_collective = 1, phase_p2p = 2 };
 
     void run();
@@ -102,15 +110,16 @@ private:
     // A rank can be one round ahead of another (it needs only that everyone
     // started the round), never two: two parities of inboxes suffice.
     static uint64_t inbox_off(uint32_t step, uint64_t round) {
-        return WEFT_STATE_DRAIN_INBOX_OFF + ((round & 1) * WEFT_STATE_DRAIN_INBOX_STEPS + step) * uint64_t(WEFT_STATE_LINE);
+        return WEFT_STATE_DRAIN_INBOX_OFF +
+               ((round & 1) * WEFT_STATE_DRAIN_INBOX_STEPS + step) * uint64_t(WEFT_STATE_LINE);
     }
 
     Runtime& rt_;
     group::DrainPort& port_;  // all the drain uses of group
     weft_window* win_;
     StateWindowView sw_;
-    bool direct_ = false;         // every rank's window is mapped here (shm)
-    bool needs_progress_ = false; // atomics move only when the target progresses
+    bool direct_ = false;          // every rank's window is mapped here (shm)
+    bool needs_progress_ = false;  // atomics move only when the target progresses
     uint64_t attempt_ns_, free_run_ns_, timeout_ns_, idle_ns_;
     int trigger_fd_ = -1, report_fd_ = -1;
     bool report_next_ = false;
@@ -127,8 +136,8 @@ private:
     std::atomic<uint64_t> asked_{0};  // highest drain number asked for here
     uint64_t sent_request_ = 0;
     std::optional<WeftHold> held_;
-    Deadline deadline_{UINT64_MAX};     // of the running drain: WEFT_DRAIN_TIMEOUT_MS from its start
-    uint32_t failed_rank_ = UINT32_MAX; // the member this drain ended for (member_failed)
+    Deadline deadline_{UINT64_MAX};      // of the running drain: WEFT_DRAIN_TIMEOUT_MS from its start
+    uint32_t failed_rank_ = UINT32_MAX;  // the member this drain ended for (member_failed)
 
     std::mutex mutex_;  // results, callback
     std::condition_variable done_cv_;

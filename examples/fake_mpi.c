@@ -44,33 +44,33 @@ static uint32_t me, nranks;
 static fmsg_t queue[QUEUE_MAX]; /* arrived, not yet received: FMPI's buffer */
 static int queued;
 
-static void die(const char *what, weft_status_t st) {
+static void die(const char* what, weft_status_t st) {
     fprintf(stderr, "fake_mpi rank %u: %s: %s\n", me, what, weft_strerror(st));
     exit(1);
 }
-#define CHECK(call)                        \
-    do {                                   \
-        weft_status_t st_ = (call);        \
+#define CHECK(call)                          \
+    do {                                     \
+        weft_status_t st_ = (call);          \
         if (st_ != WEFT_OK) die(#call, st_); \
     } while (0)
 
 /* Arrival: into FMPI's queue, counted once (user tags only: a collective's
  * messages are covered by its clock). */
-static void on_fmpi(void *arg, uint32_t src, const void *payload, size_t len) {
+static void on_fmpi(void* arg, uint32_t src, const void* payload, size_t len) {
     (void)arg;
     if (len < 8 || len > 8 + PAYLOAD_MAX || queued == QUEUE_MAX) {
         fprintf(stderr, "fake_mpi: dropped a malformed or overflowing message\n");
         return;
     }
-    fmsg_t *m = &queue[queued++];
+    fmsg_t* m = &queue[queued++];
     memcpy(&m->tag, payload, 4);
     m->src = (int32_t)src;
     m->len = (uint32_t)(len - 8);
-    memcpy(m->data, (const char *)payload + 8, m->len);
+    memcpy(m->data, (const char*)payload + 8, m->len);
     if (m->tag >= 0) CHECK(weft_drain_count(ctx, 0, 1));
 }
 
-static void fmpi_send(uint32_t dest, int32_t tag, const void *buf, uint32_t len) {
+static void fmpi_send(uint32_t dest, int32_t tag, const void* buf, uint32_t len) {
     unsigned char msg[8 + PAYLOAD_MAX] = {0};
     CHECK(weft_drain_enter(ctx));
     memcpy(msg, &tag, 4);
@@ -81,7 +81,7 @@ static void fmpi_send(uint32_t dest, int32_t tag, const void *buf, uint32_t len)
 }
 
 /* Blocking receive: matches FMPI's queue in arrival order (MPI's rule). */
-static void fmpi_recv(int32_t src, int32_t tag, void *buf, uint32_t cap) {
+static void fmpi_recv(int32_t src, int32_t tag, void* buf, uint32_t cap) {
     CHECK(weft_drain_enter(ctx));
     for (;;) {
         for (int i = 0; i < queued; ++i) {
@@ -98,7 +98,7 @@ static void fmpi_recv(int32_t src, int32_t tag, void *buf, uint32_t cap) {
 }
 
 /* A linear broadcast on the world, inside its clock. */
-static void fmpi_bcast(weft_drain_clock_t clock, uint32_t root, void *buf, uint32_t len) {
+static void fmpi_bcast(weft_drain_clock_t clock, uint32_t root, void* buf, uint32_t len) {
     CHECK(weft_drain_commit_begin(clock));
     if (me == root) {
         for (uint32_t r = 0; r < nranks; ++r)
@@ -110,11 +110,11 @@ static void fmpi_bcast(weft_drain_clock_t clock, uint32_t root, void *buf, uint3
 }
 
 /* The drain thread's hooks: progress FMPI (arrivals land in the queue). */
-static void hook_progress(void *arg) {
+static void hook_progress(void* arg) {
     (void)arg;
     CHECK(weft_progress(ctx, NULL));
 }
-static uint64_t hook_buffer(void *arg) {
+static uint64_t hook_buffer(void* arg) {
     (void)arg;
     CHECK(weft_progress(ctx, NULL));
     return 0; /* FMPI has no transfer of its own in flight: all are eager */
@@ -123,14 +123,14 @@ static uint64_t hook_buffer(void *arg) {
 /* At the quiescent point: this rank's FMPI clock and counters. */
 static uint32_t clock_slot = UINT32_MAX;
 static uint64_t quiescent_seq, quiescent_finished, quiescent_queued;
-static void on_quiescent(void *arg, const weft_drain_result_t *r) {
+static void on_quiescent(void* arg, const weft_drain_result_t* r) {
     (void)arg;
     (void)r;
     weft_window_t sw;
-    void *base;
+    void* base;
     size_t size;
     if (weft_state_window(ctx, &sw) != WEFT_OK || weft_window_local(sw, &base, &size) != WEFT_OK) return;
-    const uint64_t *w = (const uint64_t *)base;
+    const uint64_t* w = (const uint64_t*)base;
     quiescent_seq = w[WEFT_STATE_CLOCK_OFF(clock_slot, WEFT_STATE_CLOCK_SEQ) / 8];
     quiescent_finished = w[WEFT_STATE_CLOCK_OFF(clock_slot, WEFT_STATE_CLOCK_FINISHED) / 8];
     quiescent_queued = (uint64_t)queued;
@@ -155,7 +155,7 @@ int main(void) {
     CHECK(weft_drain_set_callback(ctx, on_quiescent, NULL));
 
     /* FMPI_COMM_WORLD's clock. */
-    uint32_t *ranks = malloc(nranks * sizeof *ranks);
+    uint32_t* ranks = malloc(nranks * sizeof *ranks);
     for (uint32_t r = 0; r < nranks; ++r) ranks[r] = r;
     weft_drain_clock_t world_clock;
     CHECK(weft_drain_clock_create(ctx, ranks, nranks, 77, &world_clock));
@@ -202,14 +202,16 @@ int main(void) {
             uint64_t got = ~0ull;
             fmpi_recv(0, 5, &got, sizeof got);
             if (got != i) {
-                fprintf(stderr, "rank 1: message %llu arrived as %llu\n", (unsigned long long)i, (unsigned long long)got);
+                fprintf(stderr, "rank 1: message %llu arrived as %llu\n", (unsigned long long)i,
+                        (unsigned long long)got);
                 ok = 0;
             }
         }
     CHECK(weft_drain_clock_free(&world_clock));
     CHECK(weft_bootstrap_barrier(ctx));
-    if (me == 0) printf("fake_mpi: drained in %.3f ms (%u attempt(s), %llu rounds): %s\n", res.total_ns / 1e6, res.attempts,
-                        (unsigned long long)res.rounds, ok ? "ok" : "FAILED");
+    if (me == 0)
+        printf("fake_mpi: drained in %.3f ms (%u attempt(s), %llu rounds): %s\n", res.total_ns / 1e6, res.attempts,
+               (unsigned long long)res.rounds, ok ? "ok" : "FAILED");
     CHECK(weft_finalize(ctx));
     return ok ? 0 : 1;
 }

@@ -15,7 +15,7 @@ int main(void) {
     uint32_t rank = 0, size = 0;
     weft_rank(ctx, &rank);
     weft_size(ctx, &size);
-    void *base = NULL;
+    void* base = NULL;
     weft_window_t win = NULL;
     if (weft_window_allocate(ctx, 64, &base, &win) != WEFT_OK) return 1;
     uint64_t old = 0;
@@ -24,7 +24,7 @@ int main(void) {
     weft_bootstrap_barrier(ctx);
     int rc = 0;
     if (rank == 0) {
-        uint64_t total = *(volatile uint64_t *)base;
+        uint64_t total = *(volatile uint64_t*)base;
         uint64_t want = (uint64_t)size * (size - 1) / 2;
         printf("hello from %u ranks: sum of ranks %llu (%s)\n", size, (unsigned long long)total,
                total == want ? "ok" : "WRONG");

@@ -29,13 +29,13 @@ uint64_t now_ns() {
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-#define CHECK(expr)                                                                             \
-    do {                                                                                        \
-        weft_status_t s_ = (expr);                                                              \
-        if (s_ != WEFT_OK) {                                                                    \
-            std::fprintf(stderr, "weft_demo: %s failed: %s\n", #expr, weft_strerror(s_));       \
-            std::exit(1);                                                                       \
-        }                                                                                       \
+#define CHECK(expr)                                                                       \
+    do {                                                                                  \
+        weft_status_t s_ = (expr);                                                        \
+        if (s_ != WEFT_OK) {                                                              \
+            std::fprintf(stderr, "weft_demo: %s failed: %s\n", #expr, weft_strerror(s_)); \
+            std::exit(1);                                                                 \
+        }                                                                                 \
     } while (0)
 
 // The floor: two processes bounce one cache line; returns ns per round trip.
@@ -207,10 +207,11 @@ uint32_t exercise_communicators(weft_context_t ctx, uint32_t rank, uint32_t size
     uint64_t all_bad = 0, mine = bad;
     CHECK(weft_allreduce(world, &mine, &all_bad, 1, WEFT_UINT64, WEFT_OP_SUM));
     if (rank == 0) {
-        std::printf("\ncommunicators (%u ranks): barrier %.0f ns, 8-byte allreduce %.0f ns, ring exchange %.0f ns,\n"
-                    "1 MiB allreduce %.0f us (%.2f GB/s), split halves of %u/%u: %s\n",
-                    size, barrier_ns, allreduce_ns, ring_ns, big_ns / 1000, double(big.size() * 8) / big_ns,
-                    (size + 1) / 2, size / 2, all_bad ? "SOME CHECKS FAILED" : "all checks passed");
+        std::printf(
+            "\ncommunicators (%u ranks): barrier %.0f ns, 8-byte allreduce %.0f ns, ring exchange %.0f ns,\n"
+            "1 MiB allreduce %.0f us (%.2f GB/s), split halves of %u/%u: %s\n",
+            size, barrier_ns, allreduce_ns, ring_ns, big_ns / 1000, double(big.size() * 8) / big_ns, (size + 1) / 2,
+            size / 2, all_bad ? "SOME CHECKS FAILED" : "all checks passed");
     }
     CHECK(weft_comm_free(&half));
     return uint32_t(all_bad);
@@ -250,10 +251,12 @@ uint32_t exercise_drain(weft_context_t ctx, uint32_t rank, uint32_t size) {
     uint64_t all_bad = 0, mine = bad;
     CHECK(weft_allreduce(world, &mine, &all_bad, 1, WEFT_UINT64, WEFT_OP_SUM));
     if (rank == 0)
-        std::printf("\ndrain (%u ranks, no coordinator): quiescent in %.0f us, %u attempt(s), %llu rounds, "
-                    "%llu message(s) buffered job-wide, received in order after resume: %s\n",
-                    size, res.total_ns / 1e3, res.attempts, static_cast<unsigned long long>(res.rounds),
-                    static_cast<unsigned long long>(res.job_buffered_messages), all_bad ? "SOME CHECKS FAILED" : "all checks passed");
+        std::printf(
+            "\ndrain (%u ranks, no coordinator): quiescent in %.0f us, %u attempt(s), %llu rounds, "
+            "%llu message(s) buffered job-wide, received in order after resume: %s\n",
+            size, res.total_ns / 1e3, res.attempts, static_cast<unsigned long long>(res.rounds),
+            static_cast<unsigned long long>(res.job_buffered_messages),
+            all_bad ? "SOME CHECKS FAILED" : "all checks passed");
     return uint32_t(all_bad);
 }
 
@@ -319,17 +322,20 @@ int main(int argc, char** argv) {
                     : caps.atomics == WEFT_ATOMICS_HARDWARE ? "nic"
                                                             : "emulated",
                     iters);
-        std::printf("shared-memory floor (cache-line ping-pong between two processes, full round trip): "
-                    "%.0f ns\n", floor_ns);
-        std::printf("(%u ranks on %ld cores: pairs bound to one core share it, so their AM round trip\n"
-                    " includes a context switch)\n\n", s.size, sysconf(_SC_NPROCESSORS_ONLN));
-        std::printf("%-7s %10s %10s %10s %10s %12s %8s\n", "pair", "put+flush", "get", "fetch-add",
-                    "cswap", "am (half rt)", "checks");
+        std::printf(
+            "shared-memory floor (cache-line ping-pong between two processes, full round trip): "
+            "%.0f ns\n",
+            floor_ns);
+        std::printf(
+            "(%u ranks on %ld cores: pairs bound to one core share it, so their AM round trip\n"
+            " includes a context switch)\n\n",
+            s.size, sysconf(_SC_NPROCESSORS_ONLN));
+        std::printf("%-7s %10s %10s %10s %10s %12s %8s\n", "pair", "put+flush", "get", "fetch-add", "cswap",
+                    "am (half rt)", "checks");
         uint32_t failed = 0;
         for (const auto& r : s.results) {
-            std::printf("%u -> %u  %8.0f ns %7.0f ns %7.0f ns %7.0f ns %9.0f ns %8s\n", r.origin, r.target,
-                        r.put_ns, r.get_ns, r.fadd_ns, r.cswap_ns, r.am_half_rtt_ns,
-                        r.checks_failed ? "FAILED" : "ok");
+            std::printf("%u -> %u  %8.0f ns %7.0f ns %7.0f ns %7.0f ns %9.0f ns %8s\n", r.origin, r.target, r.put_ns,
+                        r.get_ns, r.fadd_ns, r.cswap_ns, r.am_half_rtt_ns, r.checks_failed ? "FAILED" : "ok");
             failed += r.checks_failed;
         }
         if (s.results.size() != want) {

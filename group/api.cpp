@@ -20,12 +20,12 @@ using weft::Runtime;
 using weft::Status;
 using weft::group::Comm;
 using weft::group::Engine;
-using weft::group::Request;
 using weft::group::handle_of;
 using weft::group::live_comm;
-using weft::group::over_survivors;
 using weft::group::on_comm;
 using weft::group::on_usable_comm;
+using weft::group::over_survivors;
+using weft::group::Request;
 using weft::group::routed;
 using weft::group::usable_comm;
 
@@ -76,7 +76,8 @@ Status buffer_bytes(const void* buf, size_t count, int type, size_t& bytes, cons
 }
 
 Status check_dest(const Comm& c, uint32_t dest, int32_t tag, const char* fn) {
-    if (dest >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, dest, c.size);
+    if (dest >= c.size)
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, dest, c.size);
     if (tag < 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: tag %d is negative", fn, tag);
     return WEFT_OK;
 }
@@ -89,7 +90,8 @@ Status check_source(const Comm& c, int32_t src, int32_t tag, const char* fn) {
 }
 
 Status check_root(const Comm& c, uint32_t root, const char* fn) {
-    if (root >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
+    if (root >= c.size)
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
     return WEFT_OK;
 }
 
@@ -163,8 +165,8 @@ Status wait_and_finish(Engine& e, Request* r, weft_msg_status_t* status) {
     return e.p2p().finish(*r, status);
 }
 
-Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, uint32_t dest, int32_t tag,
-                   bool sync, weft_request_t* req, const char* fn) {
+Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, uint32_t dest, int32_t tag, bool sync,
+                   weft_request_t* req, const char* fn) {
     Comm* c = nullptr;
     if (Status st = usable_comm(comm, c, __func__)) return st;
     Engine& eng = *c->engine;
@@ -257,8 +259,8 @@ Status coll_finish(Engine& eng, Request* r, weft_request_t* req) {
     return wait_and_finish(eng, r, nullptr);
 }
 
-Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t count, int type, int op,
-                    bool needs_recv, const char* fn) {
+Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t count, int type, int op, bool needs_recv,
+                    const char* fn) {
     size_t bytes = 0;
     Status st = buffer_bytes(recvbuf ? recvbuf : reinterpret_cast<void*>(1), count, type, bytes, fn);
     if (st != WEFT_OK) return st;
@@ -275,7 +277,8 @@ Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t co
 // survivors (docs/fault-tolerance.md): the hidden communicator Comm::survivors. A root is
 // renumbered into it; a root in G is an error.
 Status survivor_root(const Comm& c, uint32_t& root, const char* fn) {
-    if (root >= c.size) return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
+    if (root >= c.size)
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
     const int32_t j = c.survivors->rank_of_job(c.members[root]);
     if (j < 0) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: root %u has failed (it is in G)", fn, root);
     root = static_cast<uint32_t>(j);
@@ -323,7 +326,8 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
             scatter->scratch.resize(s.size * bytes);
             scatter->out = static_cast<uint8_t*>(recvbuf);
             scatter->bytes = bytes;
-            for (uint32_t j = 0; j < s.size; ++j) scatter->place.push_back(static_cast<uint32_t>(c->rank_of_job(s.members[j])));
+            for (uint32_t j = 0; j < s.size; ++j)
+                scatter->place.push_back(static_cast<uint32_t>(c->rank_of_job(s.members[j])));
             const void* mine = sendbuf == WEFT_IN_PLACE ? scatter->out + c->rank * bytes : sendbuf;
             Status st2 = eng.coll().allgather_start(s, mine, bytes, scatter->scratch.data(), r);
             if (st2 != WEFT_OK) return st2;
@@ -442,7 +446,6 @@ Engine* engine_of(size_t n, weft_request_t* reqs) {
     return nullptr;
 }
 
-
 }  // namespace
 
 // ------------------------------------------------------- layer attach
@@ -545,7 +548,8 @@ extern "C" {
 
 weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
     if (Status st = weft::api::not_null(bytes, "bytes", __func__)) return st;
-    if (!type_ok(raw(type))) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", raw(type));
+    if (!type_ok(raw(type)))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_datatype_size: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
     *bytes = n;
     return WEFT_OK;
@@ -554,11 +558,13 @@ weft_status_t weft_datatype_size(weft_datatype_t type, size_t* bytes) {
 weft_status_t weft_msg_status_count(const weft_msg_status_t* status, weft_datatype_t type, size_t* count) {
     if (Status st = weft::api::not_null(status, "status", __func__)) return st;
     if (Status st = weft::api::not_null(count, "count", __func__)) return st;
-    if (!type_ok(raw(type))) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", raw(type));
+    if (!type_ok(raw(type)))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_msg_status_count: unknown datatype %d", raw(type));
     const size_t n = weft::group::datatype_size(type);
     if (status->bytes % n)
-        return WEFT_FAIL(WEFT_ERR_TRUNCATE, "weft_msg_status_count: %zu bytes are not a whole number of %zu-byte elements",
-                         status->bytes, n);
+        return WEFT_FAIL(WEFT_ERR_TRUNCATE,
+                         "weft_msg_status_count: %zu bytes are not a whole number of %zu-byte elements", status->bytes,
+                         n);
     *count = status->bytes / n;
     return WEFT_OK;
 }
@@ -610,7 +616,8 @@ weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_
     return on_comm(comm, fn, [&](Comm* c) -> Status {
         if (Status st = weft::api::not_null(job_rank, "job_rank", fn)) return st;
         if (rank >= c->size)
-            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_job_rank: rank %u outside a communicator of %u", rank, c->size);
+            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_job_rank: rank %u outside a communicator of %u", rank,
+                             c->size);
         *job_rank = c->members[rank];
         return WEFT_OK;
     });
@@ -648,7 +655,8 @@ weft_status_t weft_comm_split(weft_comm_t comm, int32_t color, int32_t key, weft
         Engine& eng = *c->engine;
         if (Status st = weft::api::not_null(out, "out", fn)) return st;
         if (color < 0 && color != WEFT_UNDEFINED)
-            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_split: colour %d is negative (and not WEFT_UNDEFINED)", color);
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_split: colour %d is negative (and not WEFT_UNDEFINED)",
+                             color);
         ApiLock lock(eng);
         return guarded([&]() -> Status {
             Comm* n = nullptr;
@@ -673,12 +681,16 @@ weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* rank
         bool me = false;
         for (uint32_t i = 0; i < n; ++i) {
             if (ranks[i] >= c->size)
-                return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_create_from_ranks: rank %u outside a communicator of %u",
-                                 ranks[i], c->size);
-            if (seen[ranks[i]]++) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: rank %u listed twice", ranks[i]);
+                return WEFT_FAIL(WEFT_ERR_INVALID_RANK,
+                                 "weft_comm_create_from_ranks: rank %u outside a communicator of %u", ranks[i],
+                                 c->size);
+            if (seen[ranks[i]]++)
+                return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: rank %u listed twice", ranks[i]);
             me |= ranks[i] == c->rank;
         }
-        if (!me) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: the caller (rank %u) is not listed", c->rank);
+        if (!me)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_create_from_ranks: the caller (rank %u) is not listed",
+                             c->rank);
         ApiLock lock(eng);
         return guarded([&]() -> Status {
             Comm* nc = nullptr;
@@ -690,24 +702,23 @@ weft_status_t weft_comm_create_from_ranks(weft_comm_t comm, const uint32_t* rank
     });
 }
 
-
 // ------------------------------------------------------ point-to-point
-weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+weft_status_t weft_send(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest,
+                        int32_t tag) {
     const char* fn = __func__;
-    return routed(comm, fn, [&]() -> Status {
-        return send_common(comm, buf, count, raw(type), dest, tag, false, nullptr, fn);
-    });
+    return routed(comm, fn,
+                  [&]() -> Status { return send_common(comm, buf, count, raw(type), dest, tag, false, nullptr, fn); });
 }
 
-weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag) {
+weft_status_t weft_ssend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest,
+                         int32_t tag) {
     const char* fn = __func__;
-    return routed(comm, fn, [&]() -> Status {
-        return send_common(comm, buf, count, raw(type), dest, tag, true, nullptr, fn);
-    });
+    return routed(comm, fn,
+                  [&]() -> Status { return send_common(comm, buf, count, raw(type), dest, tag, true, nullptr, fn); });
 }
 
-weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
-                         weft_request_t* req) {
+weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest,
+                         int32_t tag, weft_request_t* req) {
     const char* fn = __func__;
     return routed(comm, fn, [&]() -> Status {
         if (Status st = weft::api::not_null(req, "req", fn)) return st;
@@ -715,8 +726,8 @@ weft_status_t weft_isend(weft_comm_t comm, const void* buf, size_t count, weft_d
     });
 }
 
-weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest, int32_t tag,
-                          weft_request_t* req) {
+weft_status_t weft_issend(weft_comm_t comm, const void* buf, size_t count, weft_datatype_t type, uint32_t dest,
+                          int32_t tag, weft_request_t* req) {
     const char* fn = __func__;
     return routed(comm, fn, [&]() -> Status {
         if (Status st = weft::api::not_null(req, "req", fn)) return st;
@@ -755,7 +766,8 @@ weft_status_t weft_iprobe(weft_comm_t comm, int32_t source, int32_t tag, int* fl
             *flag = eng.p2p().iprobe(*c, source, tag, s) ? 1 : 0;
             if (*flag && status) *status = s;
             if (!*flag && source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "%s: any source, and a member's failure is not recognised", fn);
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                                 "%s: any source, and a member's failure is not recognised", fn);
             return WEFT_OK;
         });
     });
@@ -776,7 +788,8 @@ weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg
                 if (source >= 0 && eng.rt().peer_failed(c->members[source]))
                     return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_probe: source %d has failed", source);
                 if (source == WEFT_ANY_SOURCE && unrecognised_failure(eng, *c))
-                    return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_probe: any source, and a member's failure is not recognised");
+                    return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                                     "weft_probe: any source, and a member's failure is not recognised");
                 if (eng.poll() > 0) continue;
                 if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_probe: no matching message in time");
                 eng.pause(backoff);
@@ -794,29 +807,43 @@ weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_
     if (Status st = weft::api::not_null(flag, "flag", __func__)) return st;
     *flag = 1;  // an inactive request is complete
     const weft_comm_t owner = owner_of(req);
-    return weft::group::route_error(owner, on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
-        if (!r->done) eng.poll();
-        *flag = r->done ? 1 : 0;
-        if (!r->done && any_source_pending(eng, *r))
-            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
-                             "weft_request_test: any-source receive pending on an unrecognised failure (request kept)");
-        if (!r->done) return WEFT_OK;
-        *req = nullptr;
-        return eng.p2p().finish(*r, status);
-    }), __func__);
+    return weft::group::route_error(
+        owner,
+        on_request(
+            req, status, __func__,
+            [&](Engine& eng, Request* r) -> Status {
+                if (!r->done) eng.poll();
+                *flag = r->done ? 1 : 0;
+                if (!r->done && any_source_pending(eng, *r))
+                    return WEFT_FAIL(
+                        WEFT_ERR_PEER_FAILED_PENDING,
+                        "weft_request_test: any-source receive pending on an unrecognised failure (request kept)");
+                if (!r->done) return WEFT_OK;
+                *req = nullptr;
+                return eng.p2p().finish(*r, status);
+            }),
+        __func__);
 }
 
 weft_status_t weft_request_wait(weft_request_t* req, weft_msg_status_t* status) {
     const weft_comm_t owner = owner_of(req);
-    return weft::group::route_error(owner, on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
-        Status s = wait_receive(eng, *r, eng.rt().op_deadline());
-        if (s == WEFT_ERR_PEER_FAILED_PENDING)
-            return WEFT_FAIL(s, "weft_request_wait: any-source receive pending on an unrecognised failure (request kept; "
-                                "recognise it, then wait again)");
-        if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
-        *req = nullptr;
-        return eng.p2p().finish(*r, status);
-    }), __func__);
+    return weft::group::route_error(
+        owner,
+        on_request(
+            req, status, __func__,
+            [&](Engine& eng, Request* r) -> Status {
+                Status s = wait_receive(eng, *r, eng.rt().op_deadline());
+                if (s == WEFT_ERR_PEER_FAILED_PENDING)
+                    return WEFT_FAIL(
+                        s,
+                        "weft_request_wait: any-source receive pending on an unrecognised failure (request kept; "
+                        "recognise it, then wait again)");
+                if (s != WEFT_OK)
+                    return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
+                *req = nullptr;
+                return eng.p2p().finish(*r, status);
+            }),
+        __func__);
 }
 
 weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_status_t* statuses) {
@@ -841,10 +868,13 @@ weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_stat
             if (s == WEFT_ERR_PEER_FAILED_PENDING) {
                 // This one and those after it stay; those before completed.
                 if (statuses) statuses[i] = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, s, 0};
-                return WEFT_FAIL(s, "weft_request_waitall: request %zu is an any-source receive pending on an "
-                                    "unrecognised failure (it and the later ones kept)", i);
+                return WEFT_FAIL(s,
+                                 "weft_request_waitall: request %zu is an any-source receive pending on an "
+                                 "unrecognised failure (it and the later ones kept)",
+                                 i);
             }
-            if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_waitall: request %zu not complete within the deadline", i);
+            if (s != WEFT_OK)
+                return WEFT_FAIL(s, "weft_request_waitall: request %zu not complete within the deadline", i);
             reqs[i] = nullptr;
             s = eng->p2p().finish(*r, statuses ? &statuses[i] : nullptr);
             if (s != WEFT_OK && first == WEFT_OK) first = s;
@@ -853,7 +883,8 @@ weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_stat
     });
 }
 
-weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index, int* flag, weft_msg_status_t* status) {
+weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index, int* flag,
+                                   weft_msg_status_t* status) {
     if (Status st = weft::api::not_null(index, "index", __func__)) return st;
     if (Status st = weft::api::not_null(flag, "flag", __func__)) return st;
     Status st = check_requests(n, reqs, __func__);
@@ -871,8 +902,10 @@ weft_status_t weft_request_testany(size_t n, weft_request_t* reqs, size_t* index
         Status done = WEFT_OK;
         *flag = finish_first_done(*eng, n, reqs, index, status, done) ? 1 : 0;
         if (!*flag && first_pending(*eng, n, reqs, index))
-            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_request_testany: request %zu is an any-source receive "
-                                                           "pending on an unrecognised failure (kept)", *index);
+            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                             "weft_request_testany: request %zu is an any-source receive "
+                             "pending on an unrecognised failure (kept)",
+                             *index);
         return done;
     });
 }
@@ -898,10 +931,13 @@ weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index
             Status done = WEFT_OK;
             if (finish_first_done(*eng, n, reqs, index, status, done)) return done;
             if (first_pending(*eng, n, reqs, index))
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING, "weft_request_waitany: request %zu is an any-source "
-                                                               "receive pending on an unrecognised failure (kept)", *index);
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                                 "weft_request_waitany: request %zu is an any-source "
+                                 "receive pending on an unrecognised failure (kept)",
+                                 *index);
             if (progressed > 0) continue;
-            if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_request_waitany: nothing completed within the deadline");
+            if (d.passed())
+                return WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_request_waitany: nothing completed within the deadline");
             eng->pause(backoff);
         }
     });
@@ -919,9 +955,7 @@ weft_status_t weft_request_cancel(weft_request_t req) {
 // --------------------------------------------------------- collectives
 weft_status_t weft_barrier(weft_comm_t comm) {
     const char* fn = __func__;
-    return routed(comm, fn, [&]() -> Status {
-        return barrier_common(comm, nullptr);
-    });
+    return routed(comm, fn, [&]() -> Status { return barrier_common(comm, nullptr); });
 }
 
 weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
@@ -934,9 +968,7 @@ weft_status_t weft_ibarrier(weft_comm_t comm, weft_request_t* req) {
 
 weft_status_t weft_bcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root) {
     const char* fn = __func__;
-    return routed(comm, fn, [&]() -> Status {
-        return bcast_common(comm, buf, count, raw(type), root, nullptr, fn);
-    });
+    return routed(comm, fn, [&]() -> Status { return bcast_common(comm, buf, count, raw(type), root, nullptr, fn); });
 }
 
 weft_status_t weft_ibcast(weft_comm_t comm, void* buf, size_t count, weft_datatype_t type, uint32_t root,
@@ -991,9 +1023,8 @@ weft_status_t weft_iallreduce(weft_comm_t comm, const void* sendbuf, void* recvb
 
 weft_status_t weft_allgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf) {
     const char* fn = __func__;
-    return routed(comm, fn, [&]() -> Status {
-        return allgather_common(comm, sendbuf, count, raw(type), recvbuf, nullptr, fn);
-    });
+    return routed(comm, fn,
+                  [&]() -> Status { return allgather_common(comm, sendbuf, count, raw(type), recvbuf, nullptr, fn); });
 }
 
 weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t count, weft_datatype_t type, void* recvbuf,
@@ -1005,7 +1036,6 @@ weft_status_t weft_iallgather(weft_comm_t comm, const void* sendbuf, size_t coun
     });
 }
 
-
 weft_status_t weft_comm_free(weft_comm_t* comm) {
     const char* fn = __func__;
     // A failure leaves the handle alive: its handler sees it.
@@ -1014,7 +1044,8 @@ weft_status_t weft_comm_free(weft_comm_t* comm) {
         Comm* c = nullptr;
         if (Status st = live_comm(*comm, c, fn)) return st;
         Engine& eng = *c->engine;
-        if (c->world) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_free: the world communicator belongs to the context");
+        if (c->world)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_free: the world communicator belongs to the context");
         ApiLock lock(eng);
         return guarded([&]() -> Status {
             weft_comm* h = *comm;

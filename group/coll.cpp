@@ -190,7 +190,8 @@ Status start(Engine& e, Comm& c, std::unique_ptr<Schedule> s, Request* r, std::v
 Status Collectives::barrier_start(Comm& c, Request*& out, bool release) {
     Request* r = eng_.p2p().new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
-    s->engine = &eng_, s->comm = &c, s->owner = r, s->tag = release ? coll_tag(c, CollKind::release) : coll_tag(c, CollKind::barrier);
+    s->engine = &eng_, s->comm = &c, s->owner = r,
+    s->tag = release ? coll_tag(c, CollKind::release) : coll_tag(c, CollKind::barrier);
     eng_.drain_port().commit_begin(c);
     const uint32_t p = c.size, me = c.rank;
     for (uint32_t k = 1; k < p; k <<= 1) {
@@ -225,7 +226,7 @@ Status Collectives::bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root,
 }
 
 Status Collectives::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                            weft_op_t op, uint32_t root, bool all, Request*& out) {
+                                 weft_op_t op, uint32_t root, bool all, Request*& out) {
     Request* r = eng_.p2p().new_request(ReqKind::coll, &c);
     auto s = std::make_unique<Schedule>();
     s->engine = &eng_, s->comm = &c, s->owner = r, s->tag = coll_tag(c, all ? CollKind::allreduce : CollKind::reduce);
@@ -321,8 +322,10 @@ Status Collectives::reduce_start(Comm& c, const void* sendbuf, void* recvbuf, si
         }
     }
     if (me < 2 * extra) {
-        if (me % 2) s->add_recv(me - 1, acc, bytes);
-        else s->add_send(me + 1, acc, bytes);
+        if (me % 2)
+            s->add_recv(me - 1, acc, bytes);
+        else
+            s->add_send(me + 1, acc, bytes);
         s->add_fence();
     }
     return start(eng_, c, std::move(s), r, active_colls_);

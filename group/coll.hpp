@@ -41,8 +41,8 @@ public:
     // release: weft_comm_free's barrier (coll_tag's CollKind::release).
     Status barrier_start(Comm& c, Request*& out, bool release = false);
     Status bcast_start(Comm& c, void* buf, size_t bytes, uint32_t root, Request*& out);
-    Status reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                        weft_op_t op, uint32_t root, bool all, Request*& out);
+    Status reduce_start(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type, weft_op_t op,
+                        uint32_t root, bool all, Request*& out);
     Status allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out);
     // From progress: runs every active schedule until it must wait.
     uint32_t advance_schedules();

@@ -20,26 +20,27 @@
 
 namespace weft::group {
 
-static_assert(WEFT_STATE_CLOCK_SEQ == 0 && WEFT_STATE_CLOCK_FINISHED == 16, "Comm::clock indexes seq as [0], finished as [2]");
+static_assert(WEFT_STATE_CLOCK_SEQ == 0 && WEFT_STATE_CLOCK_FINISHED == 16,
+              "Comm::clock indexes seq as [0], finished as [2]");
 
 constexpr uint64_t coll_bit = 1ull << 63;
 constexpr uint64_t create_bit = 1ull << 62;
 constexpr uint32_t no_slot = UINT32_MAX;  // a communicator without a clock slot (all were taken)
-constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path (flags.cpp)
+constexpr size_t flag_max_bytes = 256;    // largest allreduce on the flag path (flags.cpp)
 
 class Engine;
 struct Request;
 
 // A message that arrived before its receive was posted.
 struct Unexpected {
-    int32_t src = 0;   // rank in the communicator
+    int32_t src = 0;  // rank in the communicator
     int32_t tag = 0;
-    uint32_t kind = 0; // P2p::MsgKind
+    uint32_t kind = 0;  // P2p::MsgKind
     uint32_t source_peer = 0;
     uint64_t len = 0;
     uint64_t cookie = 0;
-    uint64_t addr = 0;            // rendezvous: where the sender exposed it
-    std::vector<uint8_t> data;    // eager: the payload; rendezvous: the key
+    uint64_t addr = 0;          // rendezvous: where the sender exposed it
+    std::vector<uint8_t> data;  // eager: the payload; rendezvous: the key
 };
 
 // Posted receives and unexpected messages of one context.
@@ -63,21 +64,23 @@ struct Comm {
     uint64_t id = 0;
     uint32_t rank = 0;
     uint32_t size = 0;
-    std::vector<uint32_t> members;  // comm rank -> job rank
-    std::vector<uint32_t> slots;    // comm rank -> its clock slot
+    std::vector<uint32_t> members;    // comm rank -> job rank
+    std::vector<uint32_t> slots;      // comm rank -> its clock slot
     std::vector<uint16_t> slot_uses;  // comm rank -> the use of that slot (clock_use_bits)
-    uint32_t slot = 0;              // ours
-    uint64_t* clock = nullptr;      // our clock record in the state window (seq, +1 target, +2 finished); null without a slot
-    uint32_t coll_seq = 0;          // next collective's number (internal tag)
-    uint64_t flag_epoch = 0;        // blocking collectives on the flag path so far
-    uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
-    uint32_t refs = 0;              // live requests naming it
-    bool freeing = false;           // user freed it; the release barrier runs
-    bool slots_known = true;        // every member's clock slot is known (create_from_ranks: after its first collective)
+    uint32_t slot = 0;                // ours
+    uint64_t* clock =
+        nullptr;              // our clock record in the state window (seq, +1 target, +2 finished); null without a slot
+    uint32_t coll_seq = 0;    // next collective's number (internal tag)
+    uint64_t flag_epoch = 0;  // blocking collectives on the flag path so far
+    uint64_t flag_allreduces = 0;  // of which allreduces (their inbox parity)
+    uint32_t refs = 0;             // live requests naming it
+    bool freeing = false;          // user freed it; the release barrier runs
+    bool slots_known = true;       // every member's clock slot is known (create_from_ranks: after its first collective)
     bool world = false;
-    bool revoked = false;           // weft_comm_revoke (group/ft.cpp)
-    Comm* survivors = nullptr;      // G non-empty: collectives run over this (group/ft)
-    const uint8_t* recognised = nullptr;  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
+    bool revoked = false;       // weft_comm_revoke (group/ft.cpp)
+    Comm* survivors = nullptr;  // G non-empty: collectives run over this (group/ft)
+    const uint8_t* recognised =
+        nullptr;  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
     weft_comm* handle = nullptr;
     MatchQueue p2p, coll, create;
 

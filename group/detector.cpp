@@ -97,10 +97,12 @@ Status Detector::attach() {
         // dead peer would stall the application's progress for the
         // transport's whole retry time.
         mode_ = Mode::beat_only;
-        WEFT_LOG(info, "failure detector: heartbeats are not observed over %s (%s); failures come from the transport, "
-                       "the pidfd monitor and the launcher",
-                 caps.transport, caps.atomics == WEFT_ATOMICS_EMULATED ? "emulated one-sided operations"
-                                                                       : "set WEFT_FT_DETECTOR=progress to observe them");
+        WEFT_LOG(info,
+                 "failure detector: heartbeats are not observed over %s (%s); failures come from the transport, "
+                 "the pidfd monitor and the launcher",
+                 caps.transport,
+                 caps.atomics == WEFT_ATOMICS_EMULATED ? "emulated one-sided operations"
+                                                       : "set WEFT_FT_DETECTOR=progress to observe them");
     }
     if (n_ > WEFT_STATE_FAILURE_WORDS * 64) {
         WEFT_LOG(warn, "failure detector: %u ranks exceed the %u-rank failure bitmap; no propagation", n_,
@@ -269,8 +271,9 @@ void Detector::absorb_notices() {
             if (p == me_) {
                 if (!pushed_[me_]) {
                     pushed_[me_] = 1;
-                    WEFT_LOG(error, "this process was declared failed by its peers (it was stopped or too slow): "
-                                    "they drop its messages from now on");
+                    WEFT_LOG(error,
+                             "this process was declared failed by its peers (it was stopped or too slow): "
+                             "they drop its messages from now on");
                 }
                 continue;
             }
@@ -284,7 +287,8 @@ void Detector::push_bit(uint32_t target, uint32_t failed) {
     const uint64_t bit = 1ull << (failed % 64);
     bool newly = false;
     if (mode_ == Mode::thread) {
-        newly = !(std::atomic_ref<uint64_t>(*view_.mapped_word(target, off)).fetch_or(bit, std::memory_order_acq_rel) & bit);
+        newly = !(std::atomic_ref<uint64_t>(*view_.mapped_word(target, off)).fetch_or(bit, std::memory_order_acq_rel) &
+                  bit);
         if (newly)
             std::atomic_ref<uint64_t>(*view_.mapped_word(target, WEFT_STATE_FAILURE_NOTICES_OFF))
                 .fetch_add(1, std::memory_order_release);

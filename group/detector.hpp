@@ -39,9 +39,9 @@
 namespace weft::group {
 
 struct DetectorConfig {
-    uint64_t period_ns = 100'000'000;    // WEFT_FT_PERIOD_MS: one beat and one observation per period
-    uint64_t timeout_ns = 1'000'000'000; // WEFT_FT_TIMEOUT_MS: silence before a declaration
-    uint32_t watch = 3;                  // WEFT_FT_WATCH: live successors each rank observes
+    uint64_t period_ns = 100'000'000;     // WEFT_FT_PERIOD_MS: one beat and one observation per period
+    uint64_t timeout_ns = 1'000'000'000;  // WEFT_FT_TIMEOUT_MS: silence before a declaration
+    uint32_t watch = 3;                   // WEFT_FT_WATCH: live successors each rank observes
     static DetectorConfig from_env();
 };
 
@@ -95,15 +95,15 @@ private:
     uint64_t channel_wait_ns_ = 0;  // longest wait for one answer (transport channels)
     uint32_t n_ = 0, me_ = 0;
     std::thread thread_;
-    std::mutex mu_;                // the thread's sleep, and tick() against on_progress
+    std::mutex mu_;  // the thread's sleep, and tick() against on_progress
     std::condition_variable cv_;
     bool stop_ = false, observing_ = false, relay_on_stop_ = false;
     std::atomic<bool> kick_{false};
     // Observation state per peer (under mu_).
     struct Obs {
         bool watching = false;
-        uint64_t last = 0;     // heartbeat seen
-        uint64_t silent_ns = 0;// observer running time since it last moved
+        uint64_t last = 0;       // heartbeat seen
+        uint64_t silent_ns = 0;  // observer running time since it last moved
     };
     std::vector<Obs> obs_;
     std::vector<uint8_t> pushed_;  // failures already relayed to our fingers

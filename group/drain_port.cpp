@@ -19,11 +19,14 @@ uint16_t DrainPort::slot_use(uint32_t slot) const { return eng_.registry().slot_
 std::vector<DrainPort::ClockRecord> DrainPort::clock_records() const {
     std::vector<ClockRecord> out;
     for (const auto& c : eng_.registry().comms()) {
-        if (c->slot == no_slot || c->slots.empty() || c->revoked) continue;  // revoked: out of the clock (revoke_pending)
+        if (c->slot == no_slot || c->slots.empty() || c->revoked)
+            continue;  // revoked: out of the clock (revoke_pending)
         // Only our own slot while the peers' slots are unknown (the first
         // collective of create_from_ranks).
-        if (!c->slots_known) out.push_back(ClockRecord{c->slot, {eng_.registry().slot_use(c->slot)}, {c->members[c->rank]}, {c->slot}});
-        else out.push_back(ClockRecord{c->slot, c->slot_uses, c->members, c->slots});
+        if (!c->slots_known)
+            out.push_back(ClockRecord{c->slot, {eng_.registry().slot_use(c->slot)}, {c->members[c->rank]}, {c->slot}});
+        else
+            out.push_back(ClockRecord{c->slot, c->slot_uses, c->members, c->slots});
     }
     return out;
 }
@@ -35,8 +38,9 @@ uint64_t DrainPort::drain_rendezvous(uint64_t& bytes) {
         for (Unexpected& u : q.unexpected) {
             if (!P2p::is_rts(u.kind)) continue;
             std::vector<uint8_t> payload(u.len);
-            Status st = u.len ? rt_.backend().pull(u.source_peer, u.addr, u.data.data(), u.data.size(), payload.data(), u.len)
-                              : WEFT_OK;
+            Status st =
+                u.len ? rt_.backend().pull(u.source_peer, u.addr, u.data.data(), u.data.size(), payload.data(), u.len)
+                      : WEFT_OK;
             if (st != WEFT_OK) {
                 WEFT_LOG(warn, "drain: could not pull a %llu-byte message from peer %u: %s",
                          static_cast<unsigned long long>(u.len), u.source_peer, weft_strerror(st));

@@ -31,7 +31,8 @@ public:
     // Inline: every collective pays them (bench/clock_bench.cpp).
     void commit_begin(Comm& c) {
         if (!c.clock) return;
-        if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0)) return hooks_.commit(hooks_.arg, c);
+        if (__builtin_expect(drain_active_.load(std::memory_order_relaxed) != 0, 0))
+            return hooks_.commit(hooks_.arg, c);
         // Optimistic: count it, then look again. The drain sets
         // drain_active and then forces a fence on every thread
         // (membarrier) before it reads our seq, so either it sees this
@@ -87,7 +88,8 @@ public:
     // An external stack's point-to-point messages (drain.h's hooks): they
     // join this rank's counters, which the drain sums.
     void count_external(uint64_t sent, uint64_t arrived) {
-        for (auto [off, n] : {std::pair{uint64_t(WEFT_STATE_P2P_SENT_OFF), sent}, std::pair{uint64_t(WEFT_STATE_P2P_RECEIVED_OFF), arrived}}) {
+        for (auto [off, n] : {std::pair{uint64_t(WEFT_STATE_P2P_SENT_OFF), sent},
+                              std::pair{uint64_t(WEFT_STATE_P2P_RECEIVED_OFF), arrived}}) {
             std::atomic_ref<uint64_t> w(*state_word(rt_, off));
             w.store(w.load(std::memory_order_relaxed) + n, std::memory_order_release);
         }

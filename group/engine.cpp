@@ -25,9 +25,12 @@ Status Engine::init() {
 
 void Engine::pause(Backoff& b) {
     if (!rt_.multi_threaded()) {
-        if (gate::closing()) gate::yield_if_closing();  // a drain runs weft meanwhile
-        else if (b.should_block()) rt_.backend().wait_for_event(200000);  // 0.2 ms: a failure or message wakes it
-        else b.pause();
+        if (gate::closing())
+            gate::yield_if_closing();  // a drain runs weft meanwhile
+        else if (b.should_block())
+            rt_.backend().wait_for_event(200000);  // 0.2 ms: a failure or message wakes it
+        else
+            b.pause();
         return;
     }
     // Let other threads in while we wait, and a drain past us.

@@ -16,8 +16,12 @@
 #include <mutex>
 #include <unordered_set>
 
-struct weft_errhandler weft_errors_return_ {weft_errhandler::Kind::returns, nullptr, nullptr, 0};
-struct weft_errhandler weft_errors_are_fatal_ {weft_errhandler::Kind::fatal, nullptr, nullptr, 0};
+struct weft_errhandler weft_errors_return_ {
+    weft_errhandler::Kind::returns, nullptr, nullptr, 0
+};
+struct weft_errhandler weft_errors_are_fatal_ {
+    weft_errhandler::Kind::fatal, nullptr, nullptr, 0
+};
 
 namespace weft::group {
 namespace {
@@ -64,7 +68,8 @@ Status route_failure(weft_comm_t comm, Status st, const char* fn) {
         case weft_errhandler::Kind::returns:
             return st;
         case weft_errhandler::Kind::fatal:
-            WEFT_LOG(error, "%s: %s; the communicator's handler is WEFT_ERRORS_ARE_FATAL: aborting", fn, weft_strerror(st));
+            WEFT_LOG(error, "%s: %s; the communicator's handler is WEFT_ERRORS_ARE_FATAL: aborting", fn,
+                     weft_strerror(st));
             std::abort();
         case weft_errhandler::Kind::user:
             break;
@@ -142,8 +147,10 @@ weft_status_t weft_errhandler_free(weft_errhandler_t* errhandler) {
         // Seed 003: a handle from get may be freed; the predefined handler
         // itself may not.
         if (e->refs == 0)
-            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: a predefined error handler cannot be freed (only a handle "
-                                                   "weft_comm_get_errhandler returned)", __func__);
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG,
+                             "%s: a predefined error handler cannot be freed (only a handle "
+                             "weft_comm_get_errhandler returned)",
+                             __func__);
         --e->refs;
     } else {
         drop(e);

@@ -32,9 +32,9 @@ namespace weft::group {
 
 namespace {
 constexpr size_t line = 64;
-constexpr uint32_t max_rounds = 12;                 // 4096 ranks
-constexpr uint32_t pre_round = max_rounds;          // fold of the extra ranks
-constexpr uint32_t post_round = max_rounds + 1;     // their result
+constexpr uint32_t max_rounds = 12;              // 4096 ranks
+constexpr uint32_t pre_round = max_rounds;       // fold of the extra ranks
+constexpr uint32_t post_round = max_rounds + 1;  // their result
 constexpr uint32_t cells = max_rounds + 2;
 constexpr size_t cell_size = line + flag_max_bytes;  // flag line + inbox
 constexpr size_t barrier_area = max_rounds * line;
@@ -72,7 +72,8 @@ bool Collectives::flags_usable(const Comm& c, size_t bytes) const {
 }
 
 // Writes data (if any) and then the epoch into rank `to`'s area.
-Status Collectives::signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch) {
+Status Collectives::signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes,
+                           uint64_t epoch) {
     const uint32_t peer = c.members[to];
     const RmaOps& ops = *flag_win_->ops;
     Status st = WEFT_OK;
@@ -120,8 +121,9 @@ Status Collectives::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
         }
         for (uint32_t m : c.members)
             if (rt_.peer_failed(m)) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "collective: job rank %u has failed", m);
-        if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "collective on communicator %llx: a peer did not arrive in time",
-                                         static_cast<unsigned long long>(c.id));
+        if (d.passed())
+            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "collective on communicator %llx: a peer did not arrive in time",
+                             static_cast<unsigned long long>(c.id));
         rest(backoff);
     }
 }
@@ -140,7 +142,7 @@ Status Collectives::barrier_flags(Comm& c) {
 }
 
 Status Collectives::allreduce_flags(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
-                               weft_op_t op) {
+                                    weft_op_t op) {
     eng_.drain_port().commit_begin(c);
     const uint64_t epoch = ++c.flag_epoch;
     const uint32_t parity = ++c.flag_allreduces & 1, p = c.size, me = c.rank;
@@ -155,8 +157,10 @@ Status Collectives::allreduce_flags(Comm& c, const void* sendbuf, void* recvbuf,
     auto receive = [&](uint32_t round, bool combine) {
         Status s = await(c, cell_off(c.slot, parity, round), epoch);
         if (s == WEFT_OK && bytes) {
-            if (combine) reduce(acc, inbox(round), count);
-            else std::memcpy(acc, inbox(round), bytes);
+            if (combine)
+                reduce(acc, inbox(round), count);
+            else
+                std::memcpy(acc, inbox(round), bytes);
         }
         return s;
     };

@@ -16,7 +16,7 @@ constexpr uint32_t am_ft = Runtime::am_internal_first + 2;
 
 struct WireHdr {
     uint32_t type;
-    uint32_t ballot;     // propose/ack: the coordinator's communicator rank
+    uint32_t ballot;  // propose/ack: the coordinator's communicator rank
     uint64_t comm_id;
     uint64_t seq;
     uint32_t from_rank;  // sender's rank in the communicator
@@ -219,8 +219,8 @@ void Ft::handle(const Msg& m) {
     if (h.nacc) std::memcpy(acc.data(), m.bytes.data() + sizeof h + 8ull * h.nvalue, 8ull * h.nacc);
 
     if (h.type == revoke_notice) {
-        WEFT_LOG(debug, "revoke notice for communicator %llx from job rank %u", static_cast<unsigned long long>(h.comm_id),
-                 m.from_peer);
+        WEFT_LOG(debug, "revoke notice for communicator %llx from job rank %u",
+                 static_cast<unsigned long long>(h.comm_id), m.from_peer);
         for (auto& c : eng_.registry().comms())
             if (c->id == h.comm_id) {
                 if (!c->revoked) revoke(*c);
@@ -231,7 +231,8 @@ void Ft::handle(const Msg& m) {
             std::find(early_revokes_.begin(), early_revokes_.end(), h.comm_id) != early_revokes_.end())
             return;
         if (early_revokes_.size() == max_early_revokes) {
-            WEFT_LOG(warn, "revoke notice for communicator %llx forgotten: %zu notices for communicators not created here",
+            WEFT_LOG(warn,
+                     "revoke notice for communicator %llx forgotten: %zu notices for communicators not created here",
                      static_cast<unsigned long long>(early_revokes_.front()), max_early_revokes);
             early_revokes_.pop_front();
         }
@@ -294,11 +295,13 @@ void Ft::decide(Instance& in, const std::vector<uint64_t>& v) {
     in.decision = v;
     const uint64_t id = in.comm_id, seq = in.seq;
     if (seq >= keep_decided)
-        for (auto it = instances_.lower_bound({id, 0}); it != instances_.end() && it->first.first == id &&
-                                                        it->first.second < seq - keep_decided;) {
+        for (auto it = instances_.lower_bound({id, 0});
+             it != instances_.end() && it->first.first == id && it->first.second < seq - keep_decided;) {
             // An open one stays (another thread of ours may still wait in it).
-            if (it->second.decided) it = instances_.erase(it);
-            else ++it;
+            if (it->second.decided)
+                it = instances_.erase(it);
+            else
+                ++it;
         }
 }
 
@@ -309,7 +312,8 @@ void Ft::step(Instance& in) {
     if (co != static_cast<int32_t>(me)) {
         if (in.coord != co) {
             in.coord = co;
-            send(c.members[co], contrib, c.id, in.seq, in.acc_ballot, me, false, &in.mine, in.has_acc ? &in.acc : nullptr);
+            send(c.members[co], contrib, c.id, in.seq, in.acc_ballot, me, false, &in.mine,
+                 in.has_acc ? &in.acc : nullptr);
         }
         return;
     }
@@ -481,14 +485,16 @@ bool Ft::advance_ishrink(PendingShrink& s) {
         case PendingShrink::Stage::agree_failed: {
             if (!decision(v)) {
                 if (!s.deadline.passed()) return false;
-                return complete_with(WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
+                return complete_with(
+                    WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
             }
             if (failed_in(v, c.rank))
-                return complete_with(WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: the survivors agreed this process failed"));
+                return complete_with(
+                    WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: the survivors agreed this process failed"));
             const std::vector<uint32_t> survivors = survivors_of(c, v);
             s.build = std::make_unique<Registry::Creation>();
-            if (eng_.registry().creation_start(c, survivors.data(), static_cast<uint32_t>(survivors.size()), shrink_tag(f), *s.build) !=
-                WEFT_OK) {
+            if (eng_.registry().creation_start(c, survivors.data(), static_cast<uint32_t>(survivors.size()),
+                                               shrink_tag(f), *s.build) != WEFT_OK) {
                 s.build->done = true;
                 s.build->status = WEFT_ERR_PEER_FAILED;
             }
@@ -514,7 +520,8 @@ bool Ft::advance_ishrink(PendingShrink& s) {
             if (!decision(v)) {
                 if (!s.deadline.passed()) return false;
                 if (s.build->comm) eng_.registry().free_comm(*s.build->comm);
-                return complete_with(WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
+                return complete_with(
+                    WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
             }
             if (v[0] == 1 && s.build->comm) {
                 *s.out = new_comm_handle(eng_, s.build->comm, c.handle);
@@ -523,7 +530,8 @@ bool Ft::advance_ishrink(PendingShrink& s) {
             if (s.build->comm) eng_.registry().free_comm(*s.build->comm);
             s.build.reset();
             if (s.deadline.passed())
-                return complete_with(WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: building the shrunk communicator failed"));
+                return complete_with(
+                    WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: building the shrunk communicator failed"));
             WEFT_LOG(info, "weft_comm_ishrink: a member failed while the communicator was built; agreeing again");
             uint32_t total = 0, added = 0;
             update_local(c, total, added);

@@ -53,14 +53,14 @@ struct FtComm : std::enable_shared_from_this<FtComm> {
     // context's thread may read it while pruning its cursors.
     std::atomic<uint64_t> serial{0};
     uint32_t size = 0;
-    std::vector<uint8_t> in_l, in_g;    // by communicator rank
+    std::vector<uint8_t> in_l, in_g;  // by communicator rank
     // The seed's per-connection state: UP (not in L), DOWN (in L), CLEARED
     // (in L and recognised: validate_clear, or in G). PROC_NULL semantics
     // apply to CLEARED members only.
     std::vector<uint8_t> cleared;
     std::vector<uint32_t> l_order, g_order;
-    uint64_t next_seq = 0;              // next agreement instance
-    size_t survivors_for = 0;           // |G| the survivors' communicator was built for
+    uint64_t next_seq = 0;     // next agreement instance
+    size_t survivors_for = 0;  // |G| the survivors' communicator was built for
     bool revoked = false;
 };
 

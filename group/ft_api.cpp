@@ -17,12 +17,12 @@ using weft::guarded;
 using weft::Status;
 using weft::group::Comm;
 using weft::group::Engine;
+using weft::group::failed_in;
 using weft::group::Ft;
 using weft::group::FtComm;
-using weft::group::failed_in;
+using weft::group::routed;
 using weft::group::shrink_tag;
 using weft::group::survivors_of;
-using weft::group::routed;
 
 namespace {
 
@@ -106,7 +106,8 @@ Status build_agreed(Target& t, const std::vector<uint32_t>& members, Comm*& out)
     FtComm& f = t.ft->state(*t.c);
     // The list's first member names the context ID.
     out = nullptr;
-    Status s = t.eng->registry().create_from_ranks(*t.c, members.data(), static_cast<uint32_t>(members.size()), shrink_tag(f), out);
+    Status s = t.eng->registry().create_from_ranks(*t.c, members.data(), static_cast<uint32_t>(members.size()),
+                                                   shrink_tag(f), out);
     // A member dying while the communicator is built can fail the build at
     // some members only: agree on the outcome.
     std::vector<uint64_t> ok = value_of(f, t.c->size, s == WEFT_OK ? 1 : 0);
@@ -225,10 +226,11 @@ weft_status_t weft_comm_get_failed(weft_comm_t comm, weft_failed_set_t which, we
                 out.assign(order.begin() + static_cast<ptrdiff_t>(begin), order.begin() + static_cast<ptrdiff_t>(end));
             }
             const size_t n = out.size();
-            *count = n;  // the size needed, also when the buffer is too small
+            *count = n;                  // the size needed, also when the buffer is too small
             if (!ranks) return WEFT_OK;  // (NULL, 0): a size query
             if (n > capacity)
-                return WEFT_FAIL(WEFT_ERR_TRUNCATE, "%s: room for %zu ranks, %zu needed (*count says so)", fn, capacity, n);
+                return WEFT_FAIL(WEFT_ERR_TRUNCATE, "%s: room for %zu ranks, %zu needed (*count says so)", fn, capacity,
+                                 n);
             std::sort(out.begin(), out.end());
             std::copy(out.begin(), out.end(), ranks);
             return WEFT_OK;
@@ -245,9 +247,11 @@ weft_status_t weft_comm_validate_clear(weft_comm_t comm, const uint32_t* ranks, 
             // All or nothing: check every rank first.
             for (size_t i = 0; i < n; ++i) {
                 if (ranks[i] >= t.c->size)
-                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, ranks[i], t.c->size);
+                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, ranks[i],
+                                     t.c->size);
                 if (!f.in_l[ranks[i]])
-                    return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: rank %u is not in L (not known failed: validate first)", fn, ranks[i]);
+                    return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: rank %u is not in L (not known failed: validate first)",
+                                     fn, ranks[i]);
             }
             for (size_t i = 0; i < n; ++i) t.ft->clear(*t.c, f, ranks[i]);
             return WEFT_OK;
@@ -263,9 +267,12 @@ weft_status_t weft_comm_rank_states(weft_comm_t comm, const uint32_t* ranks, siz
             FtComm& f = t.ft->state(*t.c);
             for (size_t i = 0; i < n; ++i)
                 if (ranks[i] >= t.c->size)
-                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, ranks[i], t.c->size);
+                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, ranks[i],
+                                     t.c->size);
             for (size_t i = 0; i < n; ++i)
-                states[i] = !f.in_l[ranks[i]] ? WEFT_RANK_OK : f.cleared[ranks[i]] ? WEFT_RANK_CLEARED : WEFT_RANK_FAILED;
+                states[i] = !f.in_l[ranks[i]]     ? WEFT_RANK_OK
+                            : f.cleared[ranks[i]] ? WEFT_RANK_CLEARED
+                                                  : WEFT_RANK_FAILED;
             return WEFT_OK;
         });
     });
@@ -311,7 +318,9 @@ weft_status_t weft_comm_revoke(weft_comm_t comm) {
     return routed(comm, fn, [&]() -> Status {
         return with_target(comm, fn, [&](Target& t) -> Status {
             if (t.c->world)
-                WEFT_LOG(info, "weft_comm_revoke: revoking the world communicator (only shrink, agree and validate work on it now)");
+                WEFT_LOG(info,
+                         "weft_comm_revoke: revoking the world communicator (only shrink, agree and validate work on "
+                         "it now)");
             t.ft->revoke(*t.c);
             return WEFT_OK;
         });
@@ -381,30 +390,30 @@ weft_status_t weft_comm_ishrink(weft_comm_t comm, weft_comm_t* newcomm, weft_req
 
 weft_status_t weft_window_validate(weft_window_t win, weft_comm_t comm, uint32_t* num_failed) {
     if (!win || win->magic != weft_window::live_magic)
-        return weft::group::route_error(comm, WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: window is null or freed", __func__),
-                                        __func__);
+        return weft::group::route_error(
+            comm, WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: window is null or freed", __func__), __func__);
     // G first (collective, fault tolerant), then the window learns it.
     uint32_t total = 0, added = 0;
     Status st = validate_global(comm, &total, &added, __func__);
     if (st == WEFT_OK)
         st = with_target(comm, __func__, [&](Target& t) -> Status {
             if (win->rt != &t.eng->rt())
-                return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the window and the communicator belong to different contexts",
-                                 __func__);
+                return WEFT_FAIL(WEFT_ERR_INVALID_ARG,
+                                 "%s: the window and the communicator belong to different contexts", __func__);
             for (uint32_t m : t.c->members)
                 if (m >= win->nranks)
-                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: job rank %u of the communicator is outside the window's %u ranks",
-                                     __func__, m, win->nranks);
+                    return WEFT_FAIL(WEFT_ERR_INVALID_RANK,
+                                     "%s: job rank %u of the communicator is outside the window's %u ranks", __func__,
+                                     m, win->nranks);
             FtComm& f = t.ft->state(*t.c);
             if (win->proc_null.size() != win->nranks) win->proc_null.assign(win->nranks, 0);
             for (uint32_t r : f.g_order) win->proc_null[t.c->members[r]] = 1;
             if (num_failed)
-                *num_failed = static_cast<uint32_t>(std::count(win->proc_null.begin(), win->proc_null.end(), uint8_t(1)));
+                *num_failed =
+                    static_cast<uint32_t>(std::count(win->proc_null.begin(), win->proc_null.end(), uint8_t(1)));
             return WEFT_OK;
         });
     return weft::group::route_error(comm, st, __func__);
 }
-
-
 
 }  // extern "C"

@@ -12,8 +12,8 @@
 namespace weft::group {
 
 namespace {
-constexpr uint32_t am_msg = Runtime::am_internal_first;          // header + eager payload or RTS
-constexpr uint32_t am_reply = Runtime::am_internal_first + 1;    // ACK (ssend) / FIN (rendezvous)
+constexpr uint32_t am_msg = Runtime::am_internal_first;        // header + eager payload or RTS
+constexpr uint32_t am_reply = Runtime::am_internal_first + 1;  // ACK (ssend) / FIN (rendezvous)
 
 constexpr size_t stack_eager = 8192;
 
@@ -26,18 +26,19 @@ struct P2p::MsgHeader {
     uint64_t context;
     int32_t src;
     int32_t tag;
-    uint64_t len;     // message bytes
-    uint64_t cookie;  // eager_sync / rts: what the reply names
-    uint64_t addr;    // rts: the exposed buffer
-    uint32_t kind;    // MsgKind
-    uint32_t key_len; // rts: bytes of key following the header
+    uint64_t len;      // message bytes
+    uint64_t cookie;   // eager_sync / rts: what the reply names
+    uint64_t addr;     // rts: the exposed buffer
+    uint32_t kind;     // MsgKind
+    uint32_t key_len;  // rts: bytes of key following the header
 };
 static_assert(sizeof(P2p::MsgHeader) == 48);
 
 P2p::P2p(Engine& eng) : eng_(eng), rt_(eng.rt()) {}
 
 void P2p::init() {
-    eager_limit_ = rt_.backend().am_eager_limit() > sizeof(MsgHeader) ? rt_.backend().am_eager_limit() - sizeof(MsgHeader) : 0;
+    eager_limit_ =
+        rt_.backend().am_eager_limit() > sizeof(MsgHeader) ? rt_.backend().am_eager_limit() - sizeof(MsgHeader) : 0;
     ExposedBuffer probe;
     uint8_t byte = 0;
     zero_copy_ = rt_.backend().expose(&byte, 1, probe) == WEFT_OK;
@@ -163,7 +164,8 @@ MatchQueue* P2p::queue_for(uint64_t context) {
 }
 
 void P2p::register_queues(Comm* c) {
-    const std::pair<uint64_t, MatchQueue*> ctxs[] = {{c->id, &c->p2p}, {c->id | coll_bit, &c->coll}, {c->id | create_bit, &c->create}};
+    const std::pair<uint64_t, MatchQueue*> ctxs[] = {
+        {c->id, &c->p2p}, {c->id | coll_bit, &c->coll}, {c->id | create_bit, &c->create}};
     for (auto [id, q] : ctxs) {
         auto it = early_.find(id);
         if (it != early_.end()) {
@@ -203,8 +205,8 @@ void P2p::bump(uint64_t off) {
 }
 
 // ------------------------------------------------------------ sending
-Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag,
-                     bool sync, Request*& out) {
+Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag, bool sync,
+                  Request*& out) {
     const uint32_t peer = c.members[dest];
     Request* r = new_request(ReqKind::send, &c);
     r->dest_peer = peer;
@@ -232,7 +234,8 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
             h.key_len = static_cast<uint32_t>(r->exposed.key.size());
             // The RTS is small: header and key in one eager message.
             uint8_t msg[sizeof(MsgHeader) + 512];
-            if (h.key_len > 512) st = WEFT_FAIL(WEFT_ERR_TRANSPORT, "send: a %u-byte remote key", h.key_len);
+            if (h.key_len > 512)
+                st = WEFT_FAIL(WEFT_ERR_TRANSPORT, "send: a %u-byte remote key", h.key_len);
             else {
                 std::memcpy(msg, &h, sizeof h);
                 if (h.key_len) std::memcpy(msg + sizeof h, r->exposed.key.data(), h.key_len);
@@ -256,8 +259,10 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
         st = rt_.backend().am_send(peer, am_msg, msg, sizeof h + bytes);
     }
     if (!live(r) || r->done) return WEFT_OK;  // a reply already came (handlers run inside sends)
-    if (st != WEFT_OK) complete(*r, st);
-    else if (!r->cookie) complete(*r, WEFT_OK);  // eager: the buffer is ours again
+    if (st != WEFT_OK)
+        complete(*r, st);
+    else if (!r->cookie)
+        complete(*r, WEFT_OK);  // eager: the buffer is ours again
     return WEFT_OK;
 }
 
@@ -360,8 +365,9 @@ void P2p::deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, si
     r.status.bytes = n;
     if (u.kind == eager_sync) queue_reply(u.source_peer, u.cookie);
     if (len > r.cap) {
-        complete(r, WEFT_FAIL(WEFT_ERR_TRUNCATE, "receive: a %zu-byte message from rank %d tag %d into a %zu-byte buffer",
-                              len, u.src, u.tag, r.cap));
+        complete(r,
+                 WEFT_FAIL(WEFT_ERR_TRUNCATE, "receive: a %zu-byte message from rank %d tag %d into a %zu-byte buffer",
+                           len, u.src, u.tag, r.cap));
         return;
     }
     complete(r, WEFT_OK);
@@ -393,7 +399,8 @@ void P2p::on_msg(void* arg, uint32_t source_peer, const void* payload, size_t le
     auto* self = static_cast<P2p*>(arg);
     MsgHeader h;
     if (len < sizeof h) {
-        WEFT_LOG(error, "dropped a %zu-byte point-to-point message from peer %u: shorter than its header", len, source_peer);
+        WEFT_LOG(error, "dropped a %zu-byte point-to-point message from peer %u: shorter than its header", len,
+                 source_peer);
         return;
     }
     std::memcpy(&h, payload, sizeof h);
@@ -404,8 +411,8 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
     const bool ok_kind = h.kind == eager || h.kind == eager_sync || is_rts(h.kind);
     const bool ok_len = is_rts(h.kind) ? body_len == h.key_len : body_len == h.len;
     if (!ok_kind || !ok_len || h.src < 0 || source_peer >= rt_.size()) {
-        WEFT_LOG(error, "dropped a malformed message from peer %u (kind %u, %zu body bytes for %llu)", source_peer, h.kind,
-                 body_len, static_cast<unsigned long long>(h.len));
+        WEFT_LOG(error, "dropped a malformed message from peer %u (kind %u, %zu body bytes for %llu)", source_peer,
+                 h.kind, body_len, static_cast<unsigned long long>(h.len));
         return;
     }
     MatchQueue* q;
@@ -480,7 +487,8 @@ void P2p::on_reply(void* arg, uint32_t source_peer, const void* payload, size_t 
     auto* self = static_cast<P2p*>(arg);
     WireReply w;
     if (len == sizeof w) std::memcpy(&w, payload, sizeof w);
-    if (len != sizeof w || w.kind > refused || (w.kind == refused && (w.status <= WEFT_OK || w.status > WEFT_ERR_LAST_))) {
+    if (len != sizeof w || w.kind > refused ||
+        (w.kind == refused && (w.status <= WEFT_OK || w.status > WEFT_ERR_LAST_))) {
         WEFT_LOG(error, "dropped a malformed %zu-byte reply from peer %u", len, source_peer);
         return;
     }
@@ -540,7 +548,8 @@ void P2p::peer_gone(uint32_t peer, bool departed) {
         // It finalized: it will never pull or answer what we still wait for
         // (a send it never received is the application's error; after a
         // failure elsewhere, ranks stop meeting and this happens normally).
-        for (auto [cookie, r] : std::vector<std::pair<uint64_t, Request*>>(awaiting_reply_.begin(), awaiting_reply_.end()))
+        for (auto [cookie, r] :
+             std::vector<std::pair<uint64_t, Request*>>(awaiting_reply_.begin(), awaiting_reply_.end()))
             if (r->dest_peer == peer)
                 complete(*r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: job rank %u finalized without receiving it", peer));
         return;
@@ -555,7 +564,10 @@ void P2p::peer_gone(uint32_t peer, bool departed) {
         for (MatchQueue* q : {&c->p2p, &c->coll, &c->create}) {
             for (auto it = q->posted.begin(); it != q->posted.end();) {
                 Request* r = *it;
-                if (r->src != cr) { ++it; continue; }
+                if (r->src != cr) {
+                    ++it;
+                    continue;
+                }
                 it = q->posted.erase(it);
                 r->queue = nullptr;
                 r->status.source = cr;

@@ -102,8 +102,8 @@ public:
 
     // ------------------------------------------------- operations
     // ctx_bits selects the context (0, coll_bit or create_bit).
-    Status isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag,
-                 bool sync, Request*& out);
+    Status isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag, bool sync,
+                 Request*& out);
     Status irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src, int32_t tag, Request*& out);
     // Finds (does not consume) the first matching unexpected message.
     bool iprobe(Comm& c, int32_t src, int32_t tag, weft_msg_status_t& st);

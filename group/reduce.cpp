@@ -32,21 +32,58 @@ void apply(void* acc, const void* src, size_t count) {
         std::memcpy(a + i * sizeof(T), &x, sizeof(T));
     }
 }
-struct Sum { template <typename T> T operator()(T a, T b) const { return T(a + b); } };
-struct Min { template <typename T> T operator()(T a, T b) const { return std::min(a, b); } };
-struct Max { template <typename T> T operator()(T a, T b) const { return std::max(a, b); } };
-struct Band { template <typename T> T operator()(T a, T b) const { return a & b; } };
-struct Bor { template <typename T> T operator()(T a, T b) const { return a | b; } };
+struct Sum {
+    template <typename T>
+    T operator()(T a, T b) const {
+        return T(a + b);
+    }
+};
+struct Min {
+    template <typename T>
+    T operator()(T a, T b) const {
+        return std::min(a, b);
+    }
+};
+struct Max {
+    template <typename T>
+    T operator()(T a, T b) const {
+        return std::max(a, b);
+    }
+};
+struct Band {
+    template <typename T>
+    T operator()(T a, T b) const {
+        return a & b;
+    }
+};
+struct Bor {
+    template <typename T>
+    T operator()(T a, T b) const {
+        return a | b;
+    }
+};
 
 template <typename T>
 ReduceFn for_type(weft_op_t op) {
     switch (op) {
-        case WEFT_OP_SUM: return apply<T, Sum>;
-        case WEFT_OP_MIN: return apply<T, Min>;
-        case WEFT_OP_MAX: return apply<T, Max>;
-        case WEFT_OP_BAND: if constexpr (std::is_integral_v<T>) return apply<T, Band>; else return nullptr;
-        case WEFT_OP_BOR: if constexpr (std::is_integral_v<T>) return apply<T, Bor>; else return nullptr;
-        default: return nullptr;
+        case WEFT_OP_SUM:
+            return apply<T, Sum>;
+        case WEFT_OP_MIN:
+            return apply<T, Min>;
+        case WEFT_OP_MAX:
+            return apply<T, Max>;
+        case WEFT_OP_BAND:
+            if constexpr (std::is_integral_v<T>)
+                return apply<T, Band>;
+            else
+                return nullptr;
+        case WEFT_OP_BOR:
+            if constexpr (std::is_integral_v<T>)
+                return apply<T, Bor>;
+            else
+                return nullptr;
+        default:
+            return nullptr;
     }
 }
 
@@ -54,13 +91,20 @@ ReduceFn for_type(weft_op_t op) {
 
 ReduceFn reduce_fn(weft_datatype_t t, weft_op_t op) {
     switch (t) {
-        case WEFT_BYTE: return for_type<uint8_t>(op);
-        case WEFT_INT32: return op == WEFT_OP_SUM ? apply<uint32_t, Sum> : for_type<int32_t>(op);
-        case WEFT_UINT32: return for_type<uint32_t>(op);
-        case WEFT_INT64: return op == WEFT_OP_SUM ? apply<uint64_t, Sum> : for_type<int64_t>(op);
-        case WEFT_UINT64: return for_type<uint64_t>(op);
-        case WEFT_DOUBLE: return for_type<double>(op);
-        default: return nullptr;
+        case WEFT_BYTE:
+            return for_type<uint8_t>(op);
+        case WEFT_INT32:
+            return op == WEFT_OP_SUM ? apply<uint32_t, Sum> : for_type<int32_t>(op);
+        case WEFT_UINT32:
+            return for_type<uint32_t>(op);
+        case WEFT_INT64:
+            return op == WEFT_OP_SUM ? apply<uint64_t, Sum> : for_type<int64_t>(op);
+        case WEFT_UINT64:
+            return for_type<uint64_t>(op);
+        case WEFT_DOUBLE:
+            return for_type<double>(op);
+        default:
+            return nullptr;
     }
 }
 

@@ -14,13 +14,17 @@ using ReduceFn = void (*)(void* acc, const void* src, size_t count);
 
 inline size_t datatype_size(weft_datatype_t t) {
     switch (t) {
-        case WEFT_BYTE: return 1;
+        case WEFT_BYTE:
+            return 1;
         case WEFT_INT32:
-        case WEFT_UINT32: return 4;
+        case WEFT_UINT32:
+            return 4;
         case WEFT_INT64:
         case WEFT_UINT64:
-        case WEFT_DOUBLE: return 8;
-        default: return 0;
+        case WEFT_DOUBLE:
+            return 8;
+        default:
+            return 0;
     }
 }
 

@@ -125,14 +125,17 @@ void Registry::assign_slot(Comm& c, uint32_t slot) {
 Status Registry::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
     bool full = false;
     for (uint32_t i = 0; i < c.size; ++i) {
-        if (words[i] == UINT64_MAX) full = true;
+        if (words[i] == UINT64_MAX)
+            full = true;
         else {
             c.slots[i] = static_cast<uint32_t>(words[i]);
             c.slot_uses[i] = static_cast<uint16_t>(words[i] >> 32);
         }
     }
-    if (full) return WEFT_FAIL(WEFT_ERR_BUSY, "communicator creation: a member has no free clock slot (%u communicators live)",
-                               WEFT_STATE_COMM_SLOTS);
+    if (full)
+        return WEFT_FAIL(WEFT_ERR_BUSY,
+                         "communicator creation: a member has no free clock slot (%u communicators live)",
+                         WEFT_STATE_COMM_SLOTS);
     c.slots_known = true;
     return WEFT_OK;
 }
@@ -145,7 +148,7 @@ void Registry::discard_comm(Comm& c) {
 }
 
 Status Registry::make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
-                         std::vector<uint16_t> slot_uses, uint32_t my_slot, Comm*& out) {
+                           std::vector<uint16_t> slot_uses, uint32_t my_slot, Comm*& out) {
     auto c = std::make_unique<Comm>();
     c->engine = &eng_;
     c->id = id;
@@ -159,8 +162,8 @@ Status Registry::make_comm(uint64_t id, std::vector<uint32_t> members, std::vect
     eng_.p2p().register_queues(c.get());
     out = c.get();
     comms_.push_back(std::move(c));
-    WEFT_LOG(debug, "communicator %llx: %u ranks, I am %u, clock slot %u", static_cast<unsigned long long>(id), out->size,
-             out->rank, my_slot);
+    WEFT_LOG(debug, "communicator %llx: %u ranks, I am %u, clock slot %u", static_cast<unsigned long long>(id),
+             out->size, out->rank, my_slot);
     if (create_hook_) create_hook_(create_hook_arg_, *out);
     return WEFT_OK;
 }
@@ -184,8 +187,10 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     uint32_t slot = no_slot;
     int64_t word = no_slot_word;
     if (joining) {
-        if (take_slot(slot)) word = static_cast<int64_t>(slot_word(slot, slot_use(slot)));
-        else if (slot_coming()) word = slot_later;
+        if (take_slot(slot))
+            word = static_cast<int64_t>(slot_word(slot, slot_use(slot)));
+        else if (slot_coming())
+            word = slot_later;
     }
     const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), word};
     std::vector<int64_t> all(4 * size_t(parent.size));
@@ -199,7 +204,8 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     std::vector<uint32_t> order;  // parent ranks of my colour, by (key, rank)
     for (uint32_t i = 0; i < parent.size; ++i)
         if (all[4 * i] == color) order.push_back(i);
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return all[4 * a + 1] < all[4 * b + 1]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return all[4 * a + 1] < all[4 * b + 1]; });
     std::vector<uint32_t> members, slots;
     std::vector<uint16_t> uses;
     bool later = false;
@@ -327,7 +333,8 @@ bool Registry::creation_advance(Creation& k) {
         k.comm->slots_known = false;  // nobody can raise its target before this exchange
         k.my_word = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
         k.words.assign(n, 0);
-        const Status st = eng_.coll().allgather_start(*k.comm, &k.my_word, sizeof k.my_word, k.words.data(), k.slot_exchange);
+        const Status st =
+            eng_.coll().allgather_start(*k.comm, &k.my_word, sizeof k.my_word, k.words.data(), k.slot_exchange);
         if (st != WEFT_OK) return fail(st);
     }
     if (!k.slot_exchange->done) return false;
@@ -344,8 +351,10 @@ void Registry::creation_abandon(Creation& k) {
     // made already goes as a failed creation does.
     auto let_go = [&](Request* r) {
         if (!r) return;
-        if (r->done) eng_.p2p().finish(*r, nullptr);
-        else r->detached = true;
+        if (r->done)
+            eng_.p2p().finish(*r, nullptr);
+        else
+            r->detached = true;
     };
     for (Request* s : k.id_sends) let_go(s);
     k.id_sends.clear();

@@ -88,8 +88,7 @@ public:
 
 private:
     Status make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
-                     std::vector<uint16_t> slot_uses, uint32_t my_slot,
-                     Comm*& out);
+                     std::vector<uint16_t> slot_uses, uint32_t my_slot, Comm*& out);
     bool take_slot(uint32_t& slot);
     void give_back_slot(uint32_t slot);
     bool slot_coming() const;

@@ -19,8 +19,8 @@ namespace weft::group {
 
 struct Step {
     enum Op : uint8_t { send, recv, fence, reduce, copy } op;
-    uint32_t peer = 0;          // send/recv: rank in the communicator
-    uint8_t* dst = nullptr;     // recv buffer, reduce/copy destination
+    uint32_t peer = 0;             // send/recv: rank in the communicator
+    uint8_t* dst = nullptr;        // recv buffer, reduce/copy destination
     const uint8_t* src = nullptr;  // send buffer, reduce/copy source
     size_t bytes = 0;
 };
@@ -28,7 +28,7 @@ struct Step {
 struct Schedule {
     Engine* engine = nullptr;
     Comm* comm = nullptr;
-    Request* owner = nullptr;   // the collective's request
+    Request* owner = nullptr;  // the collective's request
     int32_t tag = 0;
     ReduceFn reduce = nullptr;  // acc = acc op src, over bytes / elem_size elements
     size_t elem_size = 1;

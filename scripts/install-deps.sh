@@ -14,7 +14,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libhwloc-dev libucx-dev ucx-utils libpmix-dev libibverbs-dev librdmacm-dev ibverbs-providers \
   libgtest-dev libbenchmark-dev \
   openmpi-bin libopenmpi-dev mpich libmpich-dev \
-  clang-14 libclang-rt-14-dev procps \
+  clang-14 clang-format-14 libclang-rt-14-dev procps \
   qemu-system-x86 busybox-static iproute2 ibverbs-utils perftest python3 >/dev/null
 # The last line is the soft-RoCE VM lane (tests/rxe/run-in-vm.sh): qemu boots
 # Debian's kernel (fetched there with apt-get download) with rdma_rxe;

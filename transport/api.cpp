@@ -12,8 +12,8 @@
 #include <cstring>
 #include <new>
 
-using weft::Runtime;
 using weft::guarded;
+using weft::Runtime;
 using weft::Status;
 
 namespace {
@@ -23,17 +23,14 @@ namespace api = weft::api;
 // Common checks for an RMA access of len bytes at offset of rank's region.
 // `proc_null`: the target failed and weft_window_validate recognised it;
 // the operation does nothing and returns WEFT_OK.
-inline Status check_access(weft_window_t w, uint32_t rank, uint64_t offset, size_t len,
-                           const char* fn, bool& proc_null) {
+inline Status check_access(weft_window_t w, uint32_t rank, uint64_t offset, size_t len, const char* fn,
+                           bool& proc_null) {
     if (__builtin_expect(rank >= w->nranks, 0))
-        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside window of %u ranks", fn, rank,
-                         w->nranks);
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside window of %u ranks", fn, rank, w->nranks);
     const uint64_t size = w->remote[rank].size;
     if (__builtin_expect(len > size || offset > size - len, 0))
-        return WEFT_FAIL(WEFT_ERR_OUT_OF_RANGE,
-                         "%s: [%llu, +%zu) outside rank %u's %llu-byte region", fn,
-                         static_cast<unsigned long long>(offset), len, rank,
-                         static_cast<unsigned long long>(size));
+        return WEFT_FAIL(WEFT_ERR_OUT_OF_RANGE, "%s: [%llu, +%zu) outside rank %u's %llu-byte region", fn,
+                         static_cast<unsigned long long>(offset), len, rank, static_cast<unsigned long long>(size));
     if (__builtin_expect(w->rt->peer_failed(rank), 0)) {
         proc_null = rank < w->proc_null.size() && w->proc_null[rank];
         if (proc_null) return WEFT_OK;
@@ -42,8 +39,8 @@ inline Status check_access(weft_window_t w, uint32_t rank, uint64_t offset, size
     return WEFT_OK;
 }
 
-inline Status check_atomic(weft_window_t w, uint32_t rank, uint64_t offset, uint64_t* old,
-                           const char* fn, bool& proc_null) {
+inline Status check_atomic(weft_window_t w, uint32_t rank, uint64_t offset, uint64_t* old, const char* fn,
+                           bool& proc_null) {
     if (__builtin_expect(!old, 0)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: old_value is NULL", fn);
     if (__builtin_expect((offset & 7) != 0, 0))
         return WEFT_FAIL(WEFT_ERR_UNALIGNED, "%s: offset %llu is not 8-byte aligned", fn,
@@ -119,8 +116,7 @@ weft_status_t weft_query_caps(weft_context_t ctx, weft_caps_t* caps) {
     return WEFT_OK;
 }
 
-weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_out,
-                                   weft_window_t* win_out) {
+weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_out, weft_window_t* win_out) {
     Runtime* rt = nullptr;
     if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
@@ -136,8 +132,7 @@ weft_status_t weft_window_allocate(weft_context_t ctx, size_t size, void** base_
     });
 }
 
-weft_status_t weft_window_register(weft_context_t ctx, void* base, size_t size,
-                                   weft_window_t* win_out) {
+weft_status_t weft_window_register(weft_context_t ctx, void* base, size_t size, weft_window_t* win_out) {
     Runtime* rt = nullptr;
     if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
@@ -197,8 +192,8 @@ weft_status_t weft_get(weft_window_t win, uint32_t rank, uint64_t offset, void* 
     return win->ops->get(win, rank, offset, dst, len);
 }
 
-weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t offset,
-                                    uint64_t value, uint64_t* old_value) {
+weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t offset, uint64_t value,
+                                    uint64_t* old_value) {
     if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     bool proc_null = false;
@@ -207,8 +202,8 @@ weft_status_t weft_atomic_fetch_add(weft_window_t win, uint32_t rank, uint64_t o
     return win->ops->fetch_add(win, rank, offset, value, old_value);
 }
 
-weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_t offset,
-                                       uint64_t expected, uint64_t desired, uint64_t* old_value) {
+weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_t offset, uint64_t expected,
+                                       uint64_t desired, uint64_t* old_value) {
     if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     bool proc_null = false;
@@ -217,8 +212,7 @@ weft_status_t weft_atomic_compare_swap(weft_window_t win, uint32_t rank, uint64_
     return win->ops->compare_swap(win, rank, offset, expected, desired, old_value);
 }
 
-weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset, uint64_t value,
-                               uint64_t* old_value) {
+weft_status_t weft_atomic_swap(weft_window_t win, uint32_t rank, uint64_t offset, uint64_t value, uint64_t* old_value) {
     if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     bool proc_null = false;
@@ -231,8 +225,7 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
     if (Status st = api::live(win, __func__)) return st;
     weft::RuntimeLock lock(*win->rt);
     if (rank != WEFT_RANK_ALL && rank >= win->nranks)
-        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_flush: rank %u outside window of %u ranks", rank,
-                         win->nranks);
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_flush: rank %u outside window of %u ranks", rank, win->nranks);
     return guarded([&]() -> Status {
         weft::Runtime& rt = *win->rt;
         // A failed target: its operations cannot be known complete (unless
@@ -248,9 +241,11 @@ weft_status_t weft_flush(weft_window_t win, uint32_t rank) {
         // the next synchronisation; operations to live targets still complete).
         if (win->failure_reported.size() != win->nranks) win->failure_reported.assign(win->nranks, 0);
         for (uint32_t r = 0; r < win->nranks; ++r) {
-            if (!rt.peer_failed(r) || win->failure_reported[r] || (r < win->proc_null.size() && win->proc_null[r])) continue;
+            if (!rt.peer_failed(r) || win->failure_reported[r] || (r < win->proc_null.size() && win->proc_null[r]))
+                continue;
             win->failure_reported[r] = 1;
-            st = WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_flush: rank %u failed (its operations since the last flush are lost)", r);
+            st = WEFT_FAIL(WEFT_ERR_PEER_FAILED,
+                           "weft_flush: rank %u failed (its operations since the last flush are lost)", r);
         }
         return st;
     });
@@ -263,18 +258,15 @@ weft_status_t weft_am_register(weft_context_t ctx, uint32_t id, weft_am_handler_
     return rt->am_register(id, handler, arg);
 }
 
-weft_status_t weft_am_send(weft_context_t ctx, uint32_t peer, uint32_t id, const void* payload,
-                           size_t len) {
+weft_status_t weft_am_send(weft_context_t ctx, uint32_t peer, uint32_t id, const void* payload, size_t len) {
     Runtime* rt = nullptr;
     if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     if (__builtin_expect(peer >= rt->universe_size(), 0))
-        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_am_send: peer %u >= universe %u", peer,
-                         rt->universe_size());
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_am_send: peer %u >= universe %u", peer, rt->universe_size());
     if (__builtin_expect(id >= WEFT_AM_MAX_HANDLERS, 0))
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_am_send: id %u >= %u", id, WEFT_AM_MAX_HANDLERS);
-    if (__builtin_expect(len == 0, 0))
-        return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "weft_am_send: zero-length message");
+    if (__builtin_expect(len == 0, 0)) return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "weft_am_send: zero-length message");
     if (__builtin_expect(len > WEFT_AM_MAX_SIZE, 0))
         return WEFT_FAIL(WEFT_ERR_MSG_SIZE, "weft_am_send: %zu bytes exceeds the %zu-byte maximum", len,
                          WEFT_AM_MAX_SIZE);
@@ -302,8 +294,7 @@ weft_status_t weft_wait(weft_context_t ctx, uint64_t timeout_ns) {
     return guarded([&]() -> Status { return rt->wait(timeout_ns); });
 }
 
-weft_status_t weft_set_peer_failure_handler(weft_context_t ctx, weft_peer_failure_handler_t handler,
-                                            void* arg) {
+weft_status_t weft_set_peer_failure_handler(weft_context_t ctx, weft_peer_failure_handler_t handler, void* arg) {
     Runtime* rt = nullptr;
     if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
@@ -329,7 +320,8 @@ weft_status_t weft_event_deregister(weft_context_t ctx, uint64_t id) {
     if (Status st = api::live(ctx, rt, __func__)) return st;
     weft::RuntimeLock lock(*rt);
     if (!rt->event_deregister(id))
-        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_event_deregister: no registration %llu", static_cast<unsigned long long>(id));
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_event_deregister: no registration %llu",
+                         static_cast<unsigned long long>(id));
     return WEFT_OK;
 }
 
@@ -338,8 +330,7 @@ weft_status_t weft_peer_failed(weft_context_t ctx, uint32_t peer, int* failed) {
     if (Status st = api::live(ctx, rt, __func__)) return st;
     if (Status st = api::not_null(failed, "failed", __func__)) return st;
     if (peer >= rt->universe_size())
-        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_failed: peer %u >= universe %u", peer,
-                         rt->universe_size());
+        return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_peer_failed: peer %u >= universe %u", peer, rt->universe_size());
     *failed = rt->peer_failed(peer) ? 1 : 0;
     return WEFT_OK;
 }

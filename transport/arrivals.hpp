@@ -27,11 +27,11 @@ namespace weft {
 
 // What every queued message has; the backend's pull state is in Arrivals::Record.
 struct ArrivalNode {
-    uint32_t source = 0;   // peer index
-    uint32_t id = 0;       // weft handler id
-    bool rndv = false;     // rendezvous: deliverable once its pull is done
-    bool started = false;  // rendezvous: its pull was started (or given up)
-    ArrivalNode* prev = nullptr;       // arrival order, every source
+    uint32_t source = 0;          // peer index
+    uint32_t id = 0;              // weft handler id
+    bool rndv = false;            // rendezvous: deliverable once its pull is done
+    bool started = false;         // rendezvous: its pull was started (or given up)
+    ArrivalNode* prev = nullptr;  // arrival order, every source
     ArrivalNode* next = nullptr;
     ArrivalNode* next_same = nullptr;  // arrival order, this source only
 };

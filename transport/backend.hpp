@@ -45,8 +45,8 @@ struct RmaOps {
     Status (*put)(weft_window* w, uint32_t rank, uint64_t off, const void* src, size_t len);
     Status (*get)(weft_window* w, uint32_t rank, uint64_t off, void* dst, size_t len);
     Status (*fetch_add)(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old);
-    Status (*compare_swap)(weft_window* w, uint32_t rank, uint64_t off, uint64_t expected,
-                           uint64_t desired, uint64_t* old);
+    Status (*compare_swap)(weft_window* w, uint32_t rank, uint64_t off, uint64_t expected, uint64_t desired,
+                           uint64_t* old);
     Status (*swap)(weft_window* w, uint32_t rank, uint64_t off, uint64_t v, uint64_t* old);
 };
 
@@ -160,8 +160,7 @@ public:
     }
     virtual void unexpose(ExposedBuffer& b) { (void)b; }
     // Blocking read of [addr, addr+len) that `peer` exposed with `key`.
-    virtual Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
-                        size_t len) {
+    virtual Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst, size_t len) {
         (void)peer, (void)addr, (void)key, (void)key_len, (void)dst, (void)len;
         return WEFT_ERR_UNSUPPORTED;
     }
@@ -197,9 +196,9 @@ struct weft_window {
     weft::RemoteRegion* remote = nullptr;  // [nranks], points into remote_storage
     uint8_t* local_base = nullptr;
     size_t local_size = 0;
-    bool allocated = false;       // memory belongs to weft
-    bool state = false;           // the pinned state window
-    void* backend_data = nullptr; // owned by the backend
+    bool allocated = false;        // memory belongs to weft
+    bool state = false;            // the pinned state window
+    void* backend_data = nullptr;  // owned by the backend
     std::vector<weft::RemoteRegion> remote_storage;
     // Failed targets a flush(WEFT_RANK_ALL) already reported (docs/fault-tolerance.md:
     // a failure surfaces at the next synchronisation, once).

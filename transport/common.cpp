@@ -30,10 +30,14 @@ int parse_level() {
 }
 const char* level_name(LogLevel l) {
     switch (l) {
-        case LogLevel::error: return "ERROR";
-        case LogLevel::warn: return "WARN";
-        case LogLevel::info: return "INFO";
-        case LogLevel::debug: return "DEBUG";
+        case LogLevel::error:
+            return "ERROR";
+        case LogLevel::warn:
+            return "WARN";
+        case LogLevel::info:
+            return "INFO";
+        case LogLevel::debug:
+            return "DEBUG";
     }
     return "?";
 }
@@ -99,14 +103,12 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
     char* end = nullptr;
     errno = 0;
     if (*v < '0' || *v > '9') {  // strtoull would accept "-1" as ULLONG_MAX
-        WEFT_LOG(warn, "%s=%s is not a number; using %llu", name, v,
-                 static_cast<unsigned long long>(fallback));
+        WEFT_LOG(warn, "%s=%s is not a number; using %llu", name, v, static_cast<unsigned long long>(fallback));
         return fallback;
     }
     unsigned long long x = std::strtoull(v, &end, 0);
     if (errno != 0 || end == v || *end != '\0') {
-        WEFT_LOG(warn, "%s=%s is not a number; using %llu", name, v,
-                 static_cast<unsigned long long>(fallback));
+        WEFT_LOG(warn, "%s=%s is not a number; using %llu", name, v, static_cast<unsigned long long>(fallback));
         return fallback;
     }
     return x;
@@ -169,8 +171,10 @@ static_assert(Backoff::transport.rungs[2].sleep_at(0) == 20 && Backoff::transpor
 static_assert(Backoff::drain_round.rungs[2].sleep_at(7) == 40 && Backoff::drain_round.rungs[2].sleep_at(8) == 80 &&
               Backoff::drain_round.rungs[2].sleep_at(39) == 640 && Backoff::drain_round.rungs[2].sleep_at(40) == 1000);
 static_assert(Backoff::drain_parked.rungs[1].sleep_at(47) == 20 && Backoff::drain_parked.rungs[2].sleep_at(9) == 200);
-static_assert(Backoff::progress_thread.rungs[1].sleep_at(0) == 17 && Backoff::progress_thread.rungs[1].sleep_at(982) == 999 &&
-              Backoff::progress_thread.rungs[1].sleep_at(983) == 1000 && Backoff::progress_thread.rungs[1].sleep_at(5000) == 1000);
+static_assert(Backoff::progress_thread.rungs[1].sleep_at(0) == 17 &&
+              Backoff::progress_thread.rungs[1].sleep_at(982) == 999 &&
+              Backoff::progress_thread.rungs[1].sleep_at(983) == 1000 &&
+              Backoff::progress_thread.rungs[1].sleep_at(5000) == 1000);
 
 namespace fault {
 std::atomic<bool> armed{false};
@@ -226,8 +230,7 @@ void hit(const char* name) {
         if (std::strcmp(p.name, name) != 0) continue;
         if (++p.hits == p.count) {
             WEFT_LOG(info, "fault point %s reached (hit %llu): raising %s", name,
-                     static_cast<unsigned long long>(p.hits),
-                     p.signal == SIGKILL ? "SIGKILL" : "SIGSTOP");
+                     static_cast<unsigned long long>(p.hits), p.signal == SIGKILL ? "SIGKILL" : "SIGSTOP");
             raise(p.signal);
         }
     }
@@ -237,26 +240,46 @@ void hit(const char* name) {
 
 extern "C" const char* weft_strerror(weft_status_t status) {
     switch (status) {
-        case WEFT_OK: return "success";
-        case WEFT_ERR_INVALID_ARG: return "invalid argument";
-        case WEFT_ERR_NOT_INITIALIZED: return "context not initialized or already finalized";
-        case WEFT_ERR_INVALID_RANK: return "invalid rank or peer";
-        case WEFT_ERR_OUT_OF_RANGE: return "remote address outside the registered region";
-        case WEFT_ERR_UNALIGNED: return "atomic operand not 8-byte aligned";
-        case WEFT_ERR_MSG_SIZE: return "message length zero or above the maximum";
-        case WEFT_ERR_UNSUPPORTED: return "operation not supported by this transport";
-        case WEFT_ERR_NO_MEMORY: return "out of memory";
-        case WEFT_ERR_PEER_FAILED: return "peer process failed";
-        case WEFT_ERR_TIMEOUT: return "timed out";
-        case WEFT_ERR_TRANSPORT: return "transport error";
-        case WEFT_ERR_BOOTSTRAP: return "bootstrap (launcher or PMIx) error";
-        case WEFT_ERR_PROTOCOL: return "corrupted or truncated message";
-        case WEFT_ERR_UNKNOWN_TRANSPORT: return "unknown transport name";
-        case WEFT_ERR_BUSY: return "resource busy";
-        case WEFT_ERR_NOT_FOUND: return "not found";
-        case WEFT_ERR_TRUNCATE: return "message truncated: longer than the receive buffer";
-        case WEFT_ERR_REVOKED: return "communicator revoked";
-        case WEFT_ERR_PEER_FAILED_PENDING: return "a member failed and its failure is not recognised yet (any-source receive)";
+        case WEFT_OK:
+            return "success";
+        case WEFT_ERR_INVALID_ARG:
+            return "invalid argument";
+        case WEFT_ERR_NOT_INITIALIZED:
+            return "context not initialized or already finalized";
+        case WEFT_ERR_INVALID_RANK:
+            return "invalid rank or peer";
+        case WEFT_ERR_OUT_OF_RANGE:
+            return "remote address outside the registered region";
+        case WEFT_ERR_UNALIGNED:
+            return "atomic operand not 8-byte aligned";
+        case WEFT_ERR_MSG_SIZE:
+            return "message length zero or above the maximum";
+        case WEFT_ERR_UNSUPPORTED:
+            return "operation not supported by this transport";
+        case WEFT_ERR_NO_MEMORY:
+            return "out of memory";
+        case WEFT_ERR_PEER_FAILED:
+            return "peer process failed";
+        case WEFT_ERR_TIMEOUT:
+            return "timed out";
+        case WEFT_ERR_TRANSPORT:
+            return "transport error";
+        case WEFT_ERR_BOOTSTRAP:
+            return "bootstrap (launcher or PMIx) error";
+        case WEFT_ERR_PROTOCOL:
+            return "corrupted or truncated message";
+        case WEFT_ERR_UNKNOWN_TRANSPORT:
+            return "unknown transport name";
+        case WEFT_ERR_BUSY:
+            return "resource busy";
+        case WEFT_ERR_NOT_FOUND:
+            return "not found";
+        case WEFT_ERR_TRUNCATE:
+            return "message truncated: longer than the receive buffer";
+        case WEFT_ERR_REVOKED:
+            return "communicator revoked";
+        case WEFT_ERR_PEER_FAILED_PENDING:
+            return "a member failed and its failure is not recognised yet (any-source receive)";
     }
     return "unknown status code";
 }

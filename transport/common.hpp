@@ -23,16 +23,14 @@ enum class LogLevel : int { error = 0, warn = 1, info = 2, debug = 3 };
 
 LogLevel log_level();
 // printf-style; prefixed with "weft[job.rank] LEVEL file:line". Cold path.
-[[gnu::cold, gnu::format(printf, 4, 5)]] void log_at(LogLevel level, const char* file, int line,
-                                                     const char* fmt, ...);
+[[gnu::cold, gnu::format(printf, 4, 5)]] void log_at(LogLevel level, const char* file, int line, const char* fmt, ...);
 // Set once the rank is known so log lines say who wrote them.
 void log_set_identity(uint32_t job, uint32_t rank);
 
-#define WEFT_LOG(level, ...)                                                          \
-    do {                                                                              \
-        if (static_cast<int>(::weft::LogLevel::level) <=                              \
-            static_cast<int>(::weft::log_level()))                                    \
-            ::weft::log_at(::weft::LogLevel::level, __FILE__, __LINE__, __VA_ARGS__); \
+#define WEFT_LOG(level, ...)                                                                    \
+    do {                                                                                        \
+        if (static_cast<int>(::weft::LogLevel::level) <= static_cast<int>(::weft::log_level())) \
+            ::weft::log_at(::weft::LogLevel::level, __FILE__, __LINE__, __VA_ARGS__);           \
     } while (0)
 
 // The statuses that are expected outcomes, not errors: part of a protocol a
@@ -40,9 +38,7 @@ void log_set_identity(uint32_t job, uint32_t rank);
 // receive pending on an unrecognised failure), answered by recovering and
 // calling again, and possibly returned on every call of a polling loop.
 // The one list; README "Logging" gives the rule.
-constexpr bool expected_outcome(Status st) {
-    return st == WEFT_ERR_PEER_FAILED_PENDING || st == WEFT_ERR_REVOKED;
-}
+constexpr bool expected_outcome(Status st) { return st == WEFT_ERR_PEER_FAILED_PENDING || st == WEFT_ERR_REVOKED; }
 // The level a failed call's line is logged at: debug for an expected
 // outcome, error for the rest (bad input, real failures).
 constexpr LogLevel failure_level(Status st) { return expected_outcome(st) ? LogLevel::debug : LogLevel::error; }
@@ -57,8 +53,8 @@ constexpr LogLevel failure_level(Status st) { return expected_outcome(st) ? LogL
 
 // Invariant violation: a bug in weft, not a fabric error. Aborts.
 [[noreturn, gnu::cold]] void invariant_failed(const char* file, int line, const char* what);
-#define WEFT_ASSERT(cond) \
-    do {                  \
+#define WEFT_ASSERT(cond)                                                                      \
+    do {                                                                                       \
         if (__builtin_expect(!(cond), 0)) ::weft::invariant_failed(__FILE__, __LINE__, #cond); \
     } while (0)
 
@@ -119,17 +115,18 @@ inline void cpu_relax() {
 struct BackoffRung {
     enum class Kind : uint8_t { spin, yield, sleep };
     Kind kind = Kind::spin;
-    uint32_t pauses = 0;      // pauses on this rung; 0: the last rung (for good), or a timed one
-    uint64_t for_ns = 0;      // a yield rung timed from its first pause; reset() does not restart that clock
-    uint32_t sleep_us = 0;    // sleep: the first sleep
-    uint32_t max_us = 0;      // sleep: the longest
-    uint32_t grow_every = 0;  // sleep: pauses between two growth steps (0: flat)
-    uint32_t grow_add_us = 0; // sleep: a growth step adds this much (0: doubles)
+    uint32_t pauses = 0;       // pauses on this rung; 0: the last rung (for good), or a timed one
+    uint64_t for_ns = 0;       // a yield rung timed from its first pause; reset() does not restart that clock
+    uint32_t sleep_us = 0;     // sleep: the first sleep
+    uint32_t max_us = 0;       // sleep: the longest
+    uint32_t grow_every = 0;   // sleep: pauses between two growth steps (0: flat)
+    uint32_t grow_add_us = 0;  // sleep: a growth step adds this much (0: doubles)
 
     // The k-th sleep (from 0) of a sleep rung, in microseconds.
     constexpr uint32_t sleep_at(uint32_t k) const {
         uint64_t steps = grow_every ? k / grow_every : 0, us = sleep_us;
-        if (grow_add_us) us += steps * grow_add_us;
+        if (grow_add_us)
+            us += steps * grow_add_us;
         else
             for (; steps > 0 && us < max_us; --steps) us *= 2;
         return static_cast<uint32_t>(us < max_us ? us : max_us);
@@ -204,9 +201,11 @@ public:
         "collective_partner", {spin_rung(16), yield_for_rung(200000), sleep_doubling_rung(20, 1, 1000)}, 3};
     static constexpr BackoffProfile drain_round{
         "drain_round", {yield_rung(3), sleep_rung(20, 4), sleep_doubling_rung(40, 8, 1000)}, 3};
-    static constexpr BackoffProfile drain_parked{"drain_parked", {yield_rung(15), sleep_rung(20, 48), sleep_rung(200)}, 3};
+    static constexpr BackoffProfile drain_parked{
+        "drain_parked", {yield_rung(15), sleep_rung(20, 48), sleep_rung(200)}, 3};
     static constexpr BackoffProfile gate_door{"gate_door", {yield_rung(63), sleep_rung(50)}, 2};
-    static constexpr BackoffProfile progress_thread{"progress_thread", {yield_rung(16), sleep_adding_rung(17, 1, 1000)}, 2};
+    static constexpr BackoffProfile progress_thread{
+        "progress_thread", {yield_rung(16), sleep_adding_rung(17, 1, 1000)}, 2};
 
     explicit Backoff(const BackoffProfile& profile = transport, Deadline deadline = Deadline::never())
         : profile_(&profile), deadline_(deadline) {}
@@ -237,10 +236,9 @@ extern std::atomic<bool> armed;
 void hit(const char* name);
 void init_from_env();
 }  // namespace fault
-#define WEFT_FAULT_POINT(name)                                                   \
-    do {                                                                         \
-        if (__builtin_expect(::weft::fault::armed.load(std::memory_order_relaxed), 0)) \
-            ::weft::fault::hit(name);                                            \
+#define WEFT_FAULT_POINT(name)                                                                                   \
+    do {                                                                                                         \
+        if (__builtin_expect(::weft::fault::armed.load(std::memory_order_relaxed), 0)) ::weft::fault::hit(name); \
     } while (0)
 
 }  // namespace weft

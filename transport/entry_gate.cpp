@@ -36,7 +36,6 @@ bool registered = [] {
     return true;
 }();
 
-
 // Unlinks the thread's record when it exits.
 struct Unregister {
     ~Unregister() {

@@ -50,8 +50,10 @@ inline ThreadDepth* self() {
 }
 
 inline void fence_after_entry() {
-    if (detail::cheap_fence) std::atomic_signal_fence(std::memory_order_seq_cst);
-    else std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (detail::cheap_fence)
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+    else
+        std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 // Entering weft: the outermost entry checks the door.

@@ -33,8 +33,8 @@ bool PeerMonitor::start(const std::vector<std::pair<uint32_t, int32_t>>& peer_pi
                 if (watch) on_death_(peer);
                 continue;
             }
-            WEFT_LOG(warn, "pidfd_open(%d): %s; local death of peer %u will not be seen at once",
-                     static_cast<int>(pid), std::strerror(errno), peer);
+            WEFT_LOG(warn, "pidfd_open(%d): %s; local death of peer %u will not be seen at once", static_cast<int>(pid),
+                     std::strerror(errno), peer);
             continue;
         }
         pidfds_.push_back(fd);
@@ -48,8 +48,7 @@ bool PeerMonitor::kill(uint32_t peer) const {
     for (size_t i = 0; i < peers_.size(); ++i) {
         if (peers_[i] != peer) continue;
         if (syscall(SYS_pidfd_send_signal, pidfds_[i], SIGKILL, nullptr, 0) == 0) return true;
-        if (errno != ESRCH)
-            WEFT_LOG(warn, "pidfd_send_signal(SIGKILL) to peer %u: %s", peer, std::strerror(errno));
+        if (errno != ESRCH) WEFT_LOG(warn, "pidfd_send_signal(SIGKILL) to peer %u: %s", peer, std::strerror(errno));
         return false;
     }
     return false;

@@ -25,8 +25,8 @@ public:
     // on_death(peer) runs on the monitor thread; with watch false no thread
     // runs and the pidfds only serve kill().
     // Returns false (and logs) if pidfds are unavailable.
-    bool start(const std::vector<std::pair<uint32_t, int32_t>>& peer_pids,
-               std::function<void(uint32_t)> on_death, bool watch = true);
+    bool start(const std::vector<std::pair<uint32_t, int32_t>>& peer_pids, std::function<void(uint32_t)> on_death,
+               bool watch = true);
     void stop();
     // SIGKILLs a watched peer; false if it has no pidfd (another host) or
     // the signal failed (it is gone already).

@@ -112,7 +112,8 @@ Status verbs_viable(std::string& why) {
         why = "WEFT_VERBS_DEVICE=" + std::string(spec) + " names no device";
         return WEFT_ERR_NOT_FOUND;
     }
-    why = want.empty() ? "no RDMA device has an active port" : "WEFT_VERBS_DEVICE=" + std::string(spec) + " has no active port";
+    why = want.empty() ? "no RDMA device has an active port"
+                       : "WEFT_VERBS_DEVICE=" + std::string(spec) + " has no active port";
     return WEFT_ERR_UNSUPPORTED;
 }
 #endif
@@ -137,8 +138,7 @@ constexpr auto verbs_probe = not_built;
 const BackendEntry registry[] = {
     {"shm", true, "", true, true, shm_viable, create_shm_backend},
     {"ucx", WEFT_HAVE_UCX != 0, "no UCX at configure time", false, false, ucx_probe, create_ucx_backend},
-    {"verbs", WEFT_HAVE_VERBS != 0, "no libibverbs at configure time", false, true, verbs_probe,
-     create_verbs_backend},
+    {"verbs", WEFT_HAVE_VERBS != 0, "no libibverbs at configure time", false, true, verbs_probe, create_verbs_backend},
 };
 
 }  // namespace

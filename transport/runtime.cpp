@@ -65,8 +65,8 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     rank_ = bootstrap_->rank();
     size_ = bootstrap_->size();
     log_set_identity(job_, rank_);
-    WEFT_LOG(debug, "bootstrap %s: job %u rank %u of %u, universe %u", bootstrap_->name(), job_,
-             rank_, size_, bootstrap_->universe_size());
+    WEFT_LOG(debug, "bootstrap %s: job %u rank %u of %u, universe %u", bootstrap_->name(), job_, rank_, size_,
+             bootstrap_->universe_size());
 
     st = exchange_identities();
     if (st != WEFT_OK) return st;
@@ -85,9 +85,11 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     // as for peers on other hosts (tests of the verbs QP-error path use it);
     // the pidfds are still opened, for fencing.
     const bool watch = env_u64("WEFT_PIDFD_MONITOR", 1) != 0;
-    monitor_.start(local, [this](uint32_t p) { declare_failed(p, "process exited"); }, watch);
+    monitor_.start(
+        local, [this](uint32_t p) { declare_failed(p, "process exited"); }, watch);
     const std::string fence = env_string("WEFT_FT_FENCE", "kill");
-    if (fence != "kill" && fence != "drop") WEFT_LOG(warn, "WEFT_FT_FENCE=%s: expected kill or drop; kill", fence.c_str());
+    if (fence != "kill" && fence != "drop")
+        WEFT_LOG(warn, "WEFT_FT_FENCE=%s: expected kill or drop; kill", fence.c_str());
     fence_kill_ = fence != "drop";
     if (before_ready) {
         st = before_ready();
@@ -132,10 +134,8 @@ Status Runtime::exchange_identities() {
         info.host.assign(reinterpret_cast<const char*>(b.data() + 14), b.size() - 14);
         info.same_host = info.host == host;
         info.universe_index = u;
-        if (info.job >= bootstrap_->job_sizes().size() ||
-            bootstrap_->universe_index(info.job, info.rank) != u)
-            return WEFT_FAIL(WEFT_ERR_PROTOCOL, "identity record %u names job %u rank %u", u, info.job,
-                             info.rank);
+        if (info.job >= bootstrap_->job_sizes().size() || bootstrap_->universe_index(info.job, info.rank) != u)
+            return WEFT_FAIL(WEFT_ERR_PROTOCOL, "identity record %u names job %u rank %u", u, info.job, info.rank);
         uint32_t p = (u >= base && u < base + size_) ? u - base : next_other++;
         peers_[p] = info;
         universe_to_peer_[u] = p;
@@ -166,7 +166,8 @@ Status Runtime::choose_backend() {
         std::vector<std::vector<uint8_t>> all;
         Status st = bootstrap_->exchange(wire::Scope::universe, vote, all, op_deadline());
         if (st != WEFT_OK) return WEFT_FAIL(st, "transport choice: exchange failed");
-        verbs_everywhere = std::all_of(all.begin(), all.end(), [](const auto& v) { return v.size() == 1 && v[0] == 1; });
+        verbs_everywhere =
+            std::all_of(all.begin(), all.end(), [](const auto& v) { return v.size() == 1 && v[0] == 1; });
         WEFT_LOG(debug, "transport choice: verbs here: %s (%s); on every rank: %s", mine ? "yes" : "no", why.c_str(),
                  verbs_everywhere ? "yes" : "no");
     }
@@ -178,7 +179,8 @@ Status Runtime::choose_backend() {
     if (!b)
         return WEFT_FAIL(WEFT_ERR_UNKNOWN_TRANSPORT, "WEFT_TRANSPORT=%s: expected %s or auto", want.c_str(),
                          backend_names().c_str());
-    if (!b->built) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "WEFT_TRANSPORT=%s: not built (%s)", b->name, b->not_built_why);
+    if (!b->built)
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "WEFT_TRANSPORT=%s: not built (%s)", b->name, b->not_built_why);
     if (b->one_host_only && !one_host)
         return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "WEFT_TRANSPORT=%s but the job spans several hosts", b->name);
     if (b->probe_at_selection) {
@@ -291,8 +293,7 @@ void* Runtime::layer_entry(const void* key) const {
 void Runtime::declare_failed(uint32_t p, const char* why) {
     if (p >= peers_.size() || p == rank_) return;
     if (failed_[p].exchange(1, std::memory_order_acq_rel) != 0) return;
-    WEFT_LOG(info, "peer %u (job %u rank %u pid %d) failed: %s", p, peers_[p].job, peers_[p].rank,
-             peers_[p].pid, why);
+    WEFT_LOG(info, "peer %u (job %u rank %u pid %d) failed: %s", p, peers_[p].job, peers_[p].rank, peers_[p].pid, why);
     failures_declared_.fetch_add(1, std::memory_order_release);
     const uint32_t layers = layer_count_.load(std::memory_order_acquire);
     for (uint32_t i = 0; i < layers; ++i)
@@ -347,8 +348,7 @@ uint32_t Runtime::dispatch_failures() {
 Status Runtime::am_register(uint32_t id, weft_am_handler_t h, void* arg) {
     if (id >= WEFT_AM_MAX_HANDLERS)
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "active-message id %u >= %u", id, WEFT_AM_MAX_HANDLERS);
-    if (h && handlers_[id].fn)
-        return WEFT_FAIL(WEFT_ERR_BUSY, "active-message id %u already has a handler", id);
+    if (h && handlers_[id].fn) return WEFT_FAIL(WEFT_ERR_BUSY, "active-message id %u already has a handler", id);
     handlers_[id] = Handler{h, arg};
     if (h) {
         if (held_dropped_[id] != 0) {
@@ -439,7 +439,8 @@ void Runtime::report_held_at_finalize() {
     }
     for (uint32_t id = 0; id < am_id_count; ++id)
         if (held_dropped_[id] != 0)
-            WEFT_LOG(error, "finalize: %llu active message(s) for id %u were dropped: the hold for early messages "
+            WEFT_LOG(error,
+                     "finalize: %llu active message(s) for id %u were dropped: the hold for early messages "
                      "(WEFT_AM_HOLD_BYTES=%llu) was full and no handler was ever registered",
                      static_cast<unsigned long long>(held_dropped_[id]), id,
                      static_cast<unsigned long long>(hold_limit_));
@@ -464,8 +465,7 @@ void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload,
     }
     if (__builtin_expect(id >= am_id_count, 0)) {
         // Never lose a message silently: say who sent what.
-        WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no such id", id, len,
-                 source_peer);
+        WEFT_LOG(error, "dropped active message id %u (%zu bytes) from peer %u: no such id", id, len, source_peer);
         return;
     }
     // No handler yet, or older messages for this id still held: keep it,

@@ -60,9 +60,7 @@ public:
     bool all_same_host() const;
 
     // ----------------------------------------------------------- failures
-    bool peer_failed(uint32_t p) const {
-        return failed_[p].load(std::memory_order_acquire) != 0;
-    }
+    bool peer_failed(uint32_t p) const { return failed_[p].load(std::memory_order_acquire) != 0; }
     // Thread-safe, idempotent. The handler runs later, from progress().
     void declare_failed(uint32_t p, const char* why);
     void set_failure_handler(weft_peer_failure_handler_t h, void* arg) {
@@ -246,7 +244,7 @@ private:
     std::mutex api_mutex_;
     // Internal active messages use ids past the user's range.
     static constexpr uint32_t am_departing = WEFT_AM_MAX_HANDLERS;  // "I finalized"
-    std::vector<uint8_t> departed_;  // set by am_departing
+    std::vector<uint8_t> departed_;                                 // set by am_departing
     weft_window* state_window_ = nullptr;
     std::vector<std::unique_ptr<weft_window>> windows_;  // live and tombstoned
     bool initialized_ = false;
@@ -325,8 +323,10 @@ class WeftHold {
 public:
     enum Mode : bool { wait, if_free };
     explicit WeftHold(Runtime& rt, Mode m = wait) : rt_(rt) {
-        if (m == wait) gate::close();
-        else if (!gate::try_close()) return;
+        if (m == wait)
+            gate::close();
+        else if (!gate::try_close())
+            return;
         held_ = true;
         if (rt_.multi_threaded()) {
             rt_.api_mutex().lock();

@@ -9,17 +9,17 @@
 
 #include "coll_bench.h"
 
-static int mpi_send(const void *buf, size_t bytes, int dest) {
+static int mpi_send(const void* buf, size_t bytes, int dest) {
     return MPI_Send(buf, (int)bytes, MPI_BYTE, dest, 0, MPI_COMM_WORLD);
 }
 
-static int mpi_recv(void *buf, size_t bytes, int source) {
+static int mpi_recv(void* buf, size_t bytes, int source) {
     return MPI_Recv(buf, (int)bytes, MPI_BYTE, source, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
 static int mpi_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD); }
 
-static int mpi_allreduce(const void *in, void *out, size_t count, coll_type type, coll_op op) {
+static int mpi_allreduce(const void* in, void* out, size_t count, coll_type type, coll_op op) {
     return MPI_Allreduce(in, out, (int)count, type == COLL_U64 ? MPI_UINT64_T : MPI_DOUBLE,
                          op == COLL_SUM ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
 }
@@ -27,7 +27,7 @@ static int mpi_allreduce(const void *in, void *out, size_t count, coll_type type
 static void mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 /* "openmpi" or "mpich" from the library's own version string. */
-static const char *library_label(void) {
+static const char* library_label(void) {
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(version, &len);
@@ -38,7 +38,7 @@ static const char *library_label(void) {
 
 static coll_bench bench; /* a histogram inside: not on the stack */
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     /* Errors come back as codes (coll_bench aborts the job with a message). */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

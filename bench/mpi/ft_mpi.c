@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
+static int cmp(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
     return (x > y) - (x < y);
 }
 
-static void check(int rc, const char *what) {
+static void check(int rc, const char* what) {
     if (rc != MPI_SUCCESS) {
         char s[MPI_MAX_ERROR_STRING];
         int len = 0;
@@ -28,7 +28,7 @@ static void check(int rc, const char *what) {
 
 enum { op_allreduce, op_agree, op_shrink };
 
-static double time_op(int op, int reps, double *us) {
+static double time_op(int op, int reps, double* us) {
     for (int i = 0; i < reps; ++i) {
         check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
         double t0 = MPI_Wtime();
@@ -49,7 +49,7 @@ static double time_op(int op, int reps, double *us) {
     return us[reps / 2];
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
     int reps = 200;
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    double *us = malloc(sizeof(double) * (size_t)reps);
+    double* us = malloc(sizeof(double) * (size_t)reps);
     const double allreduce = time_op(op_allreduce, reps, us);
     const double agree = time_op(op_agree, reps, us);
     const double shrink = time_op(op_shrink, reps, us);

@@ -51,24 +51,24 @@ typedef struct weft_drain_result {
     uint64_t total_ns;          /* start -> quiescent on every rank */
     uint64_t buffered_messages; /* in this rank's buffer at the quiescent point */
     uint64_t buffered_bytes;
-    uint64_t pulled;            /* rendezvous payloads the drain pulled into the buffer */
+    uint64_t pulled;                /* rendezvous payloads the drain pulled into the buffer */
     uint64_t job_buffered_messages; /* the sum over all ranks */
-    uint64_t dummies;           /* blocking mode: blocked receives released here (they receive again after) */
-    int deadlock;               /* blocking mode: every rank was blocked in a receive with nothing in transit */
-    uint32_t failed_rank;       /* status WEFT_ERR_PEER_FAILED: a member that failed (or left), as a job
+    uint64_t dummies;               /* blocking mode: blocked receives released here (they receive again after) */
+    int deadlock;                   /* blocking mode: every rank was blocked in a receive with nothing in transit */
+    uint32_t failed_rank;           /* status WEFT_ERR_PEER_FAILED: a member that failed (or left), as a job
                                    rank; UINT32_MAX otherwise. Fills what was the struct's tail
                                    padding: its size and every other offset are unchanged. */
 } weft_drain_result_t;
 
 /* Runs on the drain thread at the quiescent point, before the job resumes;
  * it must not call weft. */
-typedef void (*weft_drain_quiescent_fn)(void *arg, const weft_drain_result_t *result);
+typedef void (*weft_drain_quiescent_fn)(void* arg, const weft_drain_result_t* result);
 
 /* Asks every rank for a drain. Returns at once with the number of the drain
  * that will serve this request (one already requested but not yet started
  * is joined). Any thread may call it, at any time (the drain thread sends
  * the request). */
-weft_status_t weft_drain_request(weft_context_t ctx, uint64_t *drain_number);
+weft_status_t weft_drain_request(weft_context_t ctx, uint64_t* drain_number);
 /* Waits until drain `drain_number` has finished on this rank (the job has
  * resumed) and returns its result; WEFT_ERR_TIMEOUT after timeout_ms
  * (0: wait as long as it takes: a drain that has started ends within its
@@ -82,11 +82,11 @@ weft_status_t weft_drain_request(weft_context_t ctx, uint64_t *drain_number);
  * the job goes on as after any drain (messages the drain buffered are
  * received as usual). docs/drain.md lists every case. */
 weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_t timeout_ms,
-                              weft_drain_result_t *result);
+                              weft_drain_result_t* result);
 /* Request and wait. */
-weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t *result);
+weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t* result);
 /* The callback for every later drain (NULL removes it). */
-weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_fn fn, void *arg);
+weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_fn fn, void* arg);
 
 /* ------------------------------------------------------------------------
  * Hooks for an external MPI stack that links weft (examples/fake_mpi.c).
@@ -94,17 +94,17 @@ weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_f
  * weft's: its clocks live in the state window beside weft's, its counts join
  * the job's sums, and the drain thread makes it progress and buffer.
  * ---------------------------------------------------------------------- */
-typedef struct weft_drain_clock *weft_drain_clock_t;
+typedef struct weft_drain_clock* weft_drain_clock_t;
 
 /* A Collective Clock for one of the stack's communicators. Collective over
  * the listed job ranks, which all pass the same list (its first rank leads)
  * and tag. */
-weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t *job_ranks, uint32_t n, int32_t tag,
-                                      weft_drain_clock_t *clock);
+weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ranks, uint32_t n, int32_t tag,
+                                      weft_drain_clock_t* clock);
 /* Collective over its members, like MPI_Comm_free (it counts as one). */
-weft_status_t weft_drain_clock_free(weft_drain_clock_t *clock);
+weft_status_t weft_drain_clock_free(weft_drain_clock_t* clock);
 /* The clock's slot in this rank's state window (weft/state_window.h). */
-weft_status_t weft_drain_clock_slot(weft_drain_clock_t clock, uint32_t *slot);
+weft_status_t weft_drain_clock_slot(weft_drain_clock_t clock, uint32_t* slot);
 /* Around every collective call on the communicator (and its creation and
  * free). commit_begin may wait while a drain decides; call it outside any
  * lock the drain's hooks need. */
@@ -125,11 +125,11 @@ weft_status_t weft_drain_yield(weft_context_t ctx);
  * message into the stack's own buffer and return how many transfers of its
  * are still unfinished (0 when nothing is in flight on its side). */
 typedef struct weft_drain_hooks {
-    void (*progress)(void *arg);
-    uint64_t (*buffer)(void *arg);
-    void *arg;
+    void (*progress)(void* arg);
+    uint64_t (*buffer)(void* arg);
+    void* arg;
 } weft_drain_hooks_t;
-weft_status_t weft_drain_set_hooks(weft_context_t ctx, const weft_drain_hooks_t *hooks);
+weft_status_t weft_drain_set_hooks(weft_context_t ctx, const weft_drain_hooks_t* hooks);
 
 #ifdef __cplusplus
 }

@@ -24,8 +24,8 @@
 #define WEFT_STATE_MAGIC 0x5745465453574e31ull /* "WEFTSWN1" */
 #define WEFT_STATE_LAYOUT_VERSION 4u
 #define WEFT_STATE_LINE 64u
-#define WEFT_STATE_COMM_SLOTS 256u      /* Collective-Clock records */
-#define WEFT_STATE_FAILURE_WORDS 64u    /* bitmap of 4096 ranks */
+#define WEFT_STATE_COMM_SLOTS 256u   /* Collective-Clock records */
+#define WEFT_STATE_FAILURE_WORDS 64u /* bitmap of 4096 ranks */
 
 /* Byte offsets of each word inside the window. */
 enum weft_state_offset {
@@ -101,7 +101,6 @@ enum weft_state_offset {
 };
 
 /* Offset of communicator slot `slot`'s record field (SEQ or TARGET). */
-#define WEFT_STATE_CLOCK_OFF(slot, field) \
-    ((uint64_t)WEFT_STATE_CLOCKS_OFF + (uint64_t)(slot) * WEFT_STATE_LINE + (field))
+#define WEFT_STATE_CLOCK_OFF(slot, field) ((uint64_t)WEFT_STATE_CLOCKS_OFF + (uint64_t)(slot)*WEFT_STATE_LINE + (field))
 
 #endif /* WEFT_STATE_WINDOW_H */

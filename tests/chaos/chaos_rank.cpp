@@ -95,15 +95,24 @@ uint64_t now_ms() {
 
 const char* sname(weft_status_t s) {
     switch (s) {
-        case WEFT_OK: return "OK";
-        case WEFT_ERR_PEER_FAILED: return "PEER_FAILED";
-        case WEFT_ERR_REVOKED: return "REVOKED";
-        case WEFT_ERR_PEER_FAILED_PENDING: return "PENDING";
-        case WEFT_ERR_TIMEOUT: return "TIMEOUT";
-        case WEFT_ERR_TRUNCATE: return "TRUNCATE";
-        case WEFT_ERR_BUSY: return "BUSY";
-        case WEFT_ERR_TRANSPORT: return "TRANSPORT";
-        default: return "OTHER";
+        case WEFT_OK:
+            return "OK";
+        case WEFT_ERR_PEER_FAILED:
+            return "PEER_FAILED";
+        case WEFT_ERR_REVOKED:
+            return "REVOKED";
+        case WEFT_ERR_PEER_FAILED_PENDING:
+            return "PENDING";
+        case WEFT_ERR_TIMEOUT:
+            return "TIMEOUT";
+        case WEFT_ERR_TRUNCATE:
+            return "TRUNCATE";
+        case WEFT_ERR_BUSY:
+            return "BUSY";
+        case WEFT_ERR_TRANSPORT:
+            return "TRANSPORT";
+        default:
+            return "OTHER";
     }
 }
 
@@ -192,15 +201,15 @@ struct Op {
     enum Type { SEND, RECV, COLL } type;
     explicit Op(Type t) : type(t) {}
     weft_request_t req = nullptr;
-    MsgId id{};            // SEND/RECV: the message (RECV any-source: src unknown)
+    MsgId id{};  // SEND/RECV: the message (RECV any-source: src unknown)
     uint32_t kind = 0;
     bool any_source = false;
     std::vector<uint8_t> buf;
-    size_t want_len = 0;   // RECV: expected bytes (named source)
-    std::string what;      // COLL: what to log
-    std::vector<uint64_t> out;    // COLL: result buffer
-    std::vector<uint64_t> in;     // COLL: send buffer
-    std::vector<uint64_t> expect; // COLL: reference result
+    size_t want_len = 0;           // RECV: expected bytes (named source)
+    std::string what;              // COLL: what to log
+    std::vector<uint64_t> out;     // COLL: result buffer
+    std::vector<uint64_t> in;      // COLL: send buffer
+    std::vector<uint64_t> expect;  // COLL: reference result
     bool done = false;
 };
 
@@ -215,8 +224,8 @@ struct Step {
 void note_error(Step& s, weft_status_t st, const char* what) {
     if (st == WEFT_OK) return;
     if (!expected_failure(st))
-        violation(st == WEFT_ERR_TIMEOUT ? "bounded" : "status", "e=%u r=%u s=%u %s returned %s", s.w.epoch,
-                  s.w.round, s.w.step, what, sname(st));
+        violation(st == WEFT_ERR_TIMEOUT ? "bounded" : "status", "e=%u r=%u s=%u %s returned %s", s.w.epoch, s.w.round,
+                  s.w.step, what, sname(st));
     if (s.first_error == WEFT_OK) s.first_error = st;
 }
 
@@ -236,19 +245,18 @@ void check_recv(Step& s, Op& op, weft_status_t st, const weft_msg_status_t& ms) 
             return;
         }
     }
-    logf("P role=recv id=%s kind=%s any=%d st=%s", id.str().c_str(), kname(op.kind), op.any_source ? 1 : 0,
-         sname(st));
+    logf("P role=recv id=%s kind=%s any=%d st=%s", id.str().c_str(), kname(op.kind), op.any_source ? 1 : 0, sname(st));
     if (st != WEFT_OK) return;
     const size_t len = msg_len(id, op.kind);
-    if (ms.bytes != len)
-        violation("delivery", "recv %s: %zu bytes, sender sent %zu", id.str().c_str(), ms.bytes, len);
+    if (ms.bytes != len) violation("delivery", "recv %s: %zu bytes, sender sent %zu", id.str().c_str(), ms.bytes, len);
     if (!op.any_source && s.comm->members[uint32_t(ms.source)] != id.src)
         violation("delivery", "recv %s: status source %d is job rank %u", id.str().c_str(), ms.source,
                   s.comm->members[uint32_t(ms.source)]);
     if (ms.tag != int32_t(id.step * 16 + 1))
         violation("delivery", "recv %s: tag %d, sent %u", id.str().c_str(), ms.tag, id.step * 16 + 1);
     const size_t bad = first_mismatch(op.buf.data(), std::min(len, ms.bytes), id.key());
-    if (bad != SIZE_MAX) violation("delivery", "recv %s: payload differs at byte %zu of %zu", id.str().c_str(), bad, len);
+    if (bad != SIZE_MAX)
+        violation("delivery", "recv %s: payload differs at byte %zu of %zu", id.str().c_str(), bad, len);
     for (size_t i = len; i < op.buf.size(); ++i)
         if (op.buf[i] != 0xee) {
             violation("delivery", "recv %s: byte %zu past the message was written", id.str().c_str(), i);
@@ -287,8 +295,8 @@ void complete(Step& s, Op& op, weft_status_t st, const weft_msg_status_t& ms) {
             break;
         case Op::COLL:
             if (st == WEFT_OK && !op.expect.empty() && op.out != op.expect)
-                violation("result", "e=%u r=%u s=%u %s: result differs from the serial reference", s.w.epoch,
-                          s.w.round, s.w.step, op.what.c_str());
+                violation("result", "e=%u r=%u s=%u %s: result differs from the serial reference", s.w.epoch, s.w.round,
+                          s.w.step, op.what.c_str());
             note_error(s, st, op.what.c_str());
             break;
     }
@@ -505,8 +513,9 @@ void collective(Step& s, Rng& r, bool nonblocking, uint32_t index) {
                 op.in[i] = contribution(w, g_wrank, i);
                 for (uint32_t m : s.comm->members) {
                     const uint64_t v = contribution(w, m, i);
-                    op.expect[i] = o == WEFT_OP_SUM ? op.expect[i] + v : o == WEFT_OP_MAX ? std::max(op.expect[i], v)
-                                                                                            : (op.expect[i] | v);
+                    op.expect[i] = o == WEFT_OP_SUM   ? op.expect[i] + v
+                                   : o == WEFT_OP_MAX ? std::max(op.expect[i], v)
+                                                      : (op.expect[i] | v);
                 }
             }
             st = nonblocking ? weft_iallreduce(s.comm->c, op.in.data(), op.out.data(), count, WEFT_UINT64, o, &op.req)
@@ -531,7 +540,8 @@ void collective(Step& s, Rng& r, bool nonblocking, uint32_t index) {
             op.expect.resize(size_t(count) * n);
             for (uint32_t i = 0; i < count; ++i) op.in[i] = contribution(w, g_wrank, i);
             for (uint32_t m = 0; m < n; ++m)
-                for (uint32_t i = 0; i < count; ++i) op.expect[size_t(m) * count + i] = contribution(w, s.comm->members[m], i);
+                for (uint32_t i = 0; i < count; ++i)
+                    op.expect[size_t(m) * count + i] = contribution(w, s.comm->members[m], i);
             st = nonblocking ? weft_iallgather(s.comm->c, op.in.data(), count, WEFT_UINT64, op.out.data(), &op.req)
                              : weft_allgather(s.comm->c, op.in.data(), count, WEFT_UINT64, op.out.data());
             break;
@@ -680,14 +690,14 @@ void step_drain(Step& s, Rng& r) {
         weft_fault_point("chaos.drain");
     }
     uint64_t agreed = number;
-    const weft_status_t st = everyone
-                                 ? weft_allreduce(s.comm->c, &number, &agreed, 1, WEFT_UINT64, WEFT_OP_MAX)
-                                 : weft_bcast(s.comm->c, &agreed, 1, WEFT_UINT64, asker);
+    const weft_status_t st = everyone ? weft_allreduce(s.comm->c, &number, &agreed, 1, WEFT_UINT64, WEFT_OP_MAX)
+                                      : weft_bcast(s.comm->c, &agreed, 1, WEFT_UINT64, asker);
     if (st != WEFT_OK) {
         note_error(s, st, everyone ? "allreduce of drain numbers" : "bcast of the drain number");
         return;
     }
-    if (agreed < number) violation("result", "drain numbers: max %" PRIu64 " below this rank's %" PRIu64, agreed, number);
+    if (agreed < number)
+        violation("result", "drain numbers: max %" PRIu64 " below this rank's %" PRIu64, agreed, number);
     const uint64_t t0 = now_ms();
     weft_drain_result_t res{};
     const weft_status_t ws = weft_drain_wait(g_ctx, agreed, g_drain_wait_ms, &res);
@@ -714,7 +724,8 @@ void step_drain(Step& s, Rng& r) {
         std::fflush(nullptr);
         std::_Exit(4);
     }
-    if (ws != WEFT_OK) violation("drain", "weft_drain_wait(%" PRIu64 ") returned %s", agreed, sname(ws));
+    if (ws != WEFT_OK)
+        violation("drain", "weft_drain_wait(%" PRIu64 ") returned %s", agreed, sname(ws));
     else if (res.drain != agreed)
         violation("drain", "waited for drain %" PRIu64 ", got the result of %" PRIu64, agreed, res.drain);
 }
@@ -724,8 +735,10 @@ void step_validate_local(Step& s) {
     weft_status_t st = weft_comm_validate_local(s.comm->c, &nf, &nn);
     const std::vector<uint32_t> l = failed_set(s.comm->c, WEFT_FAILED_LOCAL);
     logf("S e=%u r=%u s=%u op=validate_local st=%s failed=%u", s.w.epoch, s.w.round, s.w.step, sname(st), nf);
-    if (st != WEFT_OK) violation("status", "validate_local returned %s", sname(st));
-    else if (l.size() != nf) violation("failed-set", "validate_local said %u failed, get_failed lists %zu", nf, l.size());
+    if (st != WEFT_OK)
+        violation("status", "validate_local returned %s", sname(st));
+    else if (l.size() != nf)
+        violation("failed-set", "validate_local said %u failed, get_failed lists %zu", nf, l.size());
 }
 
 // ------------------------------------------------------------- a round
@@ -772,11 +785,21 @@ bool run_round(Comm& comm, uint32_t epoch, uint32_t round, const RoundPlan& p) {
         Step s{Where{epoch, round, i}, &comm, {}, WEFT_OK, {}};
         Rng r{p.seeds[i]};
         switch (p.types[i]) {
-            case RING: step_ring(s, r); break;
-            case ANY: step_any(s, r); break;
-            case COLL: step_coll(s, r); break;
-            case NBCOLL: step_nbcoll(s, r); break;
-            case DUP: step_dup(s, r); break;
+            case RING:
+                step_ring(s, r);
+                break;
+            case ANY:
+                step_any(s, r);
+                break;
+            case COLL:
+                step_coll(s, r);
+                break;
+            case NBCOLL:
+                step_nbcoll(s, r);
+                break;
+            case DUP:
+                step_dup(s, r);
+                break;
             case REVOKE: {
                 const uint32_t who = r.below(comm.n());
                 logf("S e=%u r=%u s=%u op=revoke who=%u", epoch, round, i, who);
@@ -786,9 +809,14 @@ bool run_round(Comm& comm, uint32_t epoch, uint32_t round, const RoundPlan& p) {
                 }
                 break;
             }
-            case DRAIN: step_drain(s, r); break;
-            case VLOCAL: step_validate_local(s); break;
-            default: break;
+            case DRAIN:
+                step_drain(s, r);
+                break;
+            case VLOCAL:
+                step_validate_local(s);
+                break;
+            default:
+                break;
         }
         if (s.first_error != WEFT_OK) {
             logf("E e=%u r=%u s=%u first=%s", epoch, round, i, sname(s.first_error));
@@ -841,7 +869,8 @@ bool shrink_to(Comm& comm, uint32_t& epoch, const char* why, bool nonblocking) {
         return false;
     }
     const uint64_t mmask = next.mask();
-    if (mmask & fmask) violation("membership", "shrink kept failed members (%#" PRIx64 " & %#" PRIx64 ")", mmask, fmask);
+    if (mmask & fmask)
+        violation("membership", "shrink kept failed members (%#" PRIx64 " & %#" PRIx64 ")", mmask, fmask);
     if ((mmask & ~comm.mask()) != 0) violation("membership", "shrink added members");
     if (!(mmask & (1ull << g_wrank))) violation("membership", "shrink left this rank out");
     ++epoch;
@@ -865,8 +894,9 @@ bool shrink_to(Comm& comm, uint32_t& epoch, const char* why, bool nonblocking) {
     }
     for (uint32_t i = 0; i < next.n(); ++i)
         if (all[3 * i] != mine[0] || all[3 * i + 1] != mine[1] || all[3 * i + 2] != mine[2])
-            violation("agreement", "after shrink, job rank %u saw epoch %" PRIu64 " failed %#" PRIx64
-                                   " members %#" PRIx64 "; this rank epoch %u failed %#" PRIx64 " members %#" PRIx64,
+            violation("agreement",
+                      "after shrink, job rank %u saw epoch %" PRIu64 " failed %#" PRIx64 " members %#" PRIx64
+                      "; this rank epoch %u failed %#" PRIx64 " members %#" PRIx64,
                       next.members[i], all[3 * i], all[3 * i + 1], all[3 * i + 2], epoch, fmask, mmask);
     return true;
 }
@@ -936,7 +966,8 @@ int run(const char* outdir, bool drains) {
                     const int base_bits = int(r.next() & 0xff);
                     const int mine = base_bits | int(hash({g_seed, epoch, this_round, g_wrank}) & 0xff00);
                     int all = mine;
-                    for (uint32_t m : comm.members) all &= base_bits | int(hash({g_seed, epoch, this_round, m}) & 0xff00);
+                    for (uint32_t m : comm.members)
+                        all &= base_bits | int(hash({g_seed, epoch, this_round, m}) & 0xff00);
                     int got = mine;
                     weft_request_t req = nullptr;
                     if (p.extra == 2) {
@@ -947,8 +978,10 @@ int run(const char* outdir, bool drains) {
                     }
                     logf("G e=%u r=%u op=%s st=%s flag=%#x", epoch, this_round, p.extra == 2 ? "agree" : "iagree",
                          sname(st), unsigned(got));
-                    if (st == WEFT_OK || st == WEFT_ERR_PEER_FAILED) check_agree_flag("agree", mine, got, all);
-                    else violation("status", "agree returned %s", sname(st));
+                    if (st == WEFT_OK || st == WEFT_ERR_PEER_FAILED)
+                        check_agree_flag("agree", mine, got, all);
+                    else
+                        violation("status", "agree returned %s", sname(st));
                     recover = st != WEFT_OK;
                     break;
                 }
@@ -956,7 +989,8 @@ int run(const char* outdir, bool drains) {
                 case 5:
                     if (!shrink_to(comm, epoch, "planned", p.extra == 5)) recover = true;
                     break;
-                default: break;
+                default:
+                    break;
             }
             if (!recover) continue;
         }
@@ -971,8 +1005,8 @@ int run(const char* outdir, bool drains) {
     // The last agreement: every survivor is past its last operation.
     int one = 1;
     weft_status_t st = weft_comm_agree(comm.c, &one);
-    logf("F st=%s flag=%d members=%#" PRIx64 " epoch=%u recoveries=%u violations=%u", sname(st), one, comm.mask(), epoch,
-         recoveries, g_violations);
+    logf("F st=%s flag=%d members=%#" PRIx64 " epoch=%u recoveries=%u violations=%u", sname(st), one, comm.mask(),
+         epoch, recoveries, g_violations);
     return 0;
 }
 
@@ -982,14 +1016,20 @@ int main(int argc, char** argv) {
     const char* outdir = nullptr;
     bool drains = true;
     for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
-        else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
-        else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) g_rounds = uint32_t(std::strtoul(argv[++i], nullptr, 10));
-        else if (!std::strcmp(argv[i], "--drain-wait-ms") && i + 1 < argc) g_drain_wait_ms = std::strtoull(argv[++i], nullptr, 10);
-        else if (!std::strcmp(argv[i], "--no-drains")) drains = false;
+        if (!std::strcmp(argv[i], "--seed") && i + 1 < argc)
+            g_seed = std::strtoull(argv[++i], nullptr, 10);
+        else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+            outdir = argv[++i];
+        else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
+            g_rounds = uint32_t(std::strtoul(argv[++i], nullptr, 10));
+        else if (!std::strcmp(argv[i], "--drain-wait-ms") && i + 1 < argc)
+            g_drain_wait_ms = std::strtoull(argv[++i], nullptr, 10);
+        else if (!std::strcmp(argv[i], "--no-drains"))
+            drains = false;
         else {
-            std::fprintf(stderr, "usage: chaos_rank --seed S --out DIR [--rounds N] [--drain-wait-ms MS] [--no-drains]\n"
-                                 "one rank of a chaos job; run by tests/chaos/chaos.py under weft-run\n");
+            std::fprintf(stderr,
+                         "usage: chaos_rank --seed S --out DIR [--rounds N] [--drain-wait-ms MS] [--no-drains]\n"
+                         "one rank of a chaos job; run by tests/chaos/chaos.py under weft-run\n");
             return 2;
         }
     }

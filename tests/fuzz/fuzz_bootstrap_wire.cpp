@@ -20,8 +20,8 @@ bool same_payload(const std::vector<uint8_t>& frame, std::span<const uint8_t> p)
     return p.empty() || std::memcmp(frame.data() + header_size, p.data(), p.size()) == 0;
 }
 
-#define CHECK(cond) \
-    do {            \
+#define CHECK(cond)                    \
+    do {                               \
         if (!(cond)) __builtin_trap(); \
     } while (0)
 

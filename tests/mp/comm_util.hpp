@@ -20,9 +20,7 @@
 #include <vector>
 
 // GoogleTest prints statuses by name.
-inline void PrintTo(const weft_status_t& s, std::ostream* os) {
-    *os << weft_strerror(s) << " (" << int(s) << ")";
-}
+inline void PrintTo(const weft_status_t& s, std::ostream* os) { *os << weft_strerror(s) << " (" << int(s) << ")"; }
 
 namespace mp {
 

@@ -41,13 +41,13 @@ namespace {
 weft_context_t ctx;
 uint32_t rank_, size_;
 
-#define CHECK(expr)                                                                      \
-    do {                                                                                 \
-        weft_status_t s_ = (expr);                                                       \
-        if (s_ != WEFT_OK) {                                                             \
-            std::fprintf(stderr, "launch_helper: %s: %s\n", #expr, weft_strerror(s_));   \
-            std::exit(10);                                                               \
-        }                                                                                \
+#define CHECK(expr)                                                                    \
+    do {                                                                               \
+        weft_status_t s_ = (expr);                                                     \
+        if (s_ != WEFT_OK) {                                                           \
+            std::fprintf(stderr, "launch_helper: %s: %s\n", #expr, weft_strerror(s_)); \
+            std::exit(10);                                                             \
+        }                                                                              \
     } while (0)
 
 void init() {
@@ -98,8 +98,10 @@ int early() {
     constexpr uint32_t count = 64, big = count / 2;
     constexpr size_t big_len = 256 << 10;  // past every backend's eager limit: rendezvous
     static uint32_t marker = 0, acks = 0, next = 0, bad = 0;
-    CHECK(weft_am_register(ctx, 8, [](void*, uint32_t, const void*, size_t) { ++marker; }, nullptr));
-    CHECK(weft_am_register(ctx, 9, [](void*, uint32_t, const void*, size_t) { ++acks; }, nullptr));
+    CHECK(weft_am_register(
+        ctx, 8, [](void*, uint32_t, const void*, size_t) { ++marker; }, nullptr));
+    CHECK(weft_am_register(
+        ctx, 9, [](void*, uint32_t, const void*, size_t) { ++acks; }, nullptr));
     std::vector<uint8_t> buf(big_len);
     for (uint32_t i = 0; i < count; ++i) {
         const size_t len = i == big ? big_len : 200;
@@ -114,14 +116,18 @@ int early() {
         std::fprintf(stderr, "launch_helper early: no marker from the other job within 60 s\n");
         return 50;
     }
-    CHECK(weft_am_register(ctx, 7, [](void*, uint32_t, const void* p, size_t len) {
-        uint32_t seq = 0;
-        std::memcpy(&seq, p, 4);
-        bool ok = seq == next && len == (seq == big ? big_len : 200);
-        for (size_t b = 4; ok && b < len; ++b) ok = static_cast<const uint8_t*>(p)[b] == static_cast<uint8_t>(seq + b);
-        if (!ok) ++bad;
-        ++next;
-    }, nullptr));
+    CHECK(weft_am_register(
+        ctx, 7,
+        [](void*, uint32_t, const void* p, size_t len) {
+            uint32_t seq = 0;
+            std::memcpy(&seq, p, 4);
+            bool ok = seq == next && len == (seq == big ? big_len : 200);
+            for (size_t b = 4; ok && b < len; ++b)
+                ok = static_cast<const uint8_t*>(p)[b] == static_cast<uint8_t>(seq + b);
+            if (!ok) ++bad;
+            ++next;
+        },
+        nullptr));
     // Held messages are delivered by the next progress, all of them.
     CHECK(weft_progress(ctx, nullptr));
     if (bad != 0) {
@@ -232,15 +238,19 @@ int main(int argc, char** argv) {
         // until acknowledged anyway; acknowledge every arrival.
         static int got = 0, acked = 0;
         static uint32_t from_job = 99;
-        CHECK(weft_am_register(ctx, 1, [](void* c, uint32_t src, const void* p, size_t) {
-            uint32_t j, r;
-            weft_peer_identity(static_cast<weft_context_t>(c), src, &j, &r);
-            std::memcpy(&from_job, p, 4);
-            if (from_job == j && r == rank_) ++got;
-            uint8_t ack = 1;
-            weft_am_send(static_cast<weft_context_t>(c), src, 2, &ack, 1);
-        }, ctx));
-        CHECK(weft_am_register(ctx, 2, [](void*, uint32_t, const void*, size_t) { ++acked; }, nullptr));
+        CHECK(weft_am_register(
+            ctx, 1,
+            [](void* c, uint32_t src, const void* p, size_t) {
+                uint32_t j, r;
+                weft_peer_identity(static_cast<weft_context_t>(c), src, &j, &r);
+                std::memcpy(&from_job, p, 4);
+                if (from_job == j && r == rank_) ++got;
+                uint8_t ack = 1;
+                weft_am_send(static_cast<weft_context_t>(c), src, 2, &ack, 1);
+            },
+            ctx));
+        CHECK(weft_am_register(
+            ctx, 2, [](void*, uint32_t, const void*, size_t) { ++acked; }, nullptr));
         uint32_t other = 0;
         CHECK(weft_peer_lookup(ctx, 1 - job, rank_, &other));
         if (other < size_) {

@@ -35,13 +35,13 @@ void expect(weft_status_t got, weft_status_t want, const char* what) {
     bad = 1;
 }
 
-#define MUST(expr)                                                                               \
-    do {                                                                                         \
-        weft_status_t s_ = (expr);                                                               \
-        if (s_ != WEFT_OK) {                                                                     \
+#define MUST(expr)                                                                                   \
+    do {                                                                                             \
+        weft_status_t s_ = (expr);                                                                   \
+        if (s_ != WEFT_OK) {                                                                         \
             std::fprintf(stderr, "log_outcomes rank %u: %s: %s\n", rank_, #expr, weft_strerror(s_)); \
-            std::exit(10);                                                                       \
-        }                                                                                        \
+            std::exit(10);                                                                           \
+        }                                                                                            \
     } while (0)
 
 void marker(const char* what) {
@@ -95,8 +95,9 @@ int main(int argc, char** argv) {
     MUST(weft_bootstrap_barrier(ctx));
     if (rank_ == 1) {
         weft_fault_point("log_outcomes.victim");
-        std::fprintf(stderr, "log_outcomes: rank 1 survived: run under weft-run --keep-survivors "
-                             "--fault kill:rank=1:at=log_outcomes.victim\n");
+        std::fprintf(stderr,
+                     "log_outcomes: rank 1 survived: run under weft-run --keep-survivors "
+                     "--fault kill:rank=1:at=log_outcomes.victim\n");
         return 3;
     }
     uint32_t failed = 0, fresh = 0;

@@ -16,8 +16,8 @@ namespace {
 class QuietListener : public testing::EmptyTestEventListener {
     void OnTestPartResult(const testing::TestPartResult& r) override {
         if (r.failed())
-            std::fprintf(stderr, "[rank %u] %s:%d: %s\n", rank, r.file_name() ? r.file_name() : "?",
-                         r.line_number(), r.summary());
+            std::fprintf(stderr, "[rank %u] %s:%d: %s\n", rank, r.file_name() ? r.file_name() : "?", r.line_number(),
+                         r.summary());
     }
 };
 }  // namespace
@@ -27,9 +27,8 @@ int run_all(int argc, char** argv) {
     // MP_THREAD_MULTIPLE=1: the binary's tests use several threads.
     const char* multi = std::getenv("MP_THREAD_MULTIPLE");
     weft_thread_level_t provided;
-    weft_status_t st = multi && *multi == '1'
-                           ? weft_init_thread(WEFT_THREAD_MULTIPLE, &provided, &ctx)
-                           : weft_init(&ctx);
+    weft_status_t st =
+        multi && *multi == '1' ? weft_init_thread(WEFT_THREAD_MULTIPLE, &provided, &ctx) : weft_init(&ctx);
     if (st != WEFT_OK) {
         std::fprintf(stderr, "weft_init: %s\n", weft_strerror(st));
         return 1;

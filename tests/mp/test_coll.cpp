@@ -24,13 +24,20 @@ namespace {
 template <typename F>
 void visit_type(weft_datatype_t t, F&& f) {
     switch (t) {
-        case WEFT_BYTE: return f(uint8_t{});
-        case WEFT_INT32: return f(int32_t{});
-        case WEFT_UINT32: return f(uint32_t{});
-        case WEFT_INT64: return f(int64_t{});
-        case WEFT_UINT64: return f(uint64_t{});
-        case WEFT_DOUBLE: return f(double{});
-        default: FAIL() << "no C type for datatype " << int(t);
+        case WEFT_BYTE:
+            return f(uint8_t{});
+        case WEFT_INT32:
+            return f(int32_t{});
+        case WEFT_UINT32:
+            return f(uint32_t{});
+        case WEFT_INT64:
+            return f(int64_t{});
+        case WEFT_UINT64:
+            return f(uint64_t{});
+        case WEFT_DOUBLE:
+            return f(double{});
+        default:
+            FAIL() << "no C type for datatype " << int(t);
     }
 }
 
@@ -52,8 +59,7 @@ T input_value(uint64_t seed, uint32_t r, size_t i, weft_op_t op) {
         return double(int64_t(x % (1u << 22)) - (1 << 21)) * 0.25;
     } else if constexpr (std::is_signed_v<T>) {
         if (op == WEFT_OP_SUM)  // |sum| of 4096 ranks' values stays in range
-            return T(int64_t(x % (uint64_t(std::numeric_limits<T>::max()) >> 12)) *
-                     (x >> 63 ? -1 : 1));
+            return T(int64_t(x % (uint64_t(std::numeric_limits<T>::max()) >> 12)) * (x >> 63 ? -1 : 1));
         return T(x);
     } else {
         return T(x);  // unsigned sums wrap, by definition
@@ -70,10 +76,14 @@ std::vector<T> input(uint64_t seed, uint32_t r, size_t n, weft_op_t op) {
 template <typename T>
 T apply(weft_op_t op, T a, T b) {
     switch (op) {
-        case WEFT_OP_SUM: return T(a + b);
-        case WEFT_OP_MIN: return std::min(a, b);
-        case WEFT_OP_MAX: return std::max(a, b);
-        default: break;
+        case WEFT_OP_SUM:
+            return T(a + b);
+        case WEFT_OP_MIN:
+            return std::min(a, b);
+        case WEFT_OP_MAX:
+            return std::max(a, b);
+        default:
+            break;
     }
     if constexpr (std::is_integral_v<T>) return op == WEFT_OP_BAND ? T(a & b) : T(a | b);
     ADD_FAILURE() << "op " << op_name(op) << " on a floating type";
@@ -121,9 +131,7 @@ void expect_result(Buf<T>& got, const std::vector<T>& want, const std::string& w
     EXPECT_TRUE(got.g.guards_intact()) << what << ": written outside the buffer";
 }
 
-std::vector<size_t> counts() {
-    return {1, 7, 1000, slow_fabric() ? 10000u : 100000u};
-}
+std::vector<size_t> counts() { return {1, 7, 1000, slow_fabric() ? 10000u : 100000u}; }
 
 // Every data collective runs on the world and on all ranks but the last
 // (sizes 1, 3, 7: the non-power-of-two paths). Members of both are job ranks
@@ -255,8 +263,8 @@ TEST_F(Coll, BcastFromEveryRoot) {
                 for (size_t n : counts())
                     for (uint32_t root = 0; root < t.n; ++root) {
                         const uint64_t s = mix(0xbca57ull ^ (uint64_t(type) << 40) ^ (n << 8) ^ root);
-                        const std::string w = std::string("bcast ") + type_name(type) + " count " +
-                                              std::to_string(n) + " root " + std::to_string(root) + " on " + t.name;
+                        const std::string w = std::string("bcast ") + type_name(type) + " count " + std::to_string(n) +
+                                              " root " + std::to_string(root) + " on " + t.name;
                         const auto want = input<T>(s, root, n, WEFT_OP_MIN);
                         Buf<T> buf(n);
                         if (rank == root)
@@ -279,8 +287,8 @@ TEST_F(Coll, AllgatherMatchesReference) {
                 for (size_t n : counts()) {
                     const bool in_place = ++k % 2 == 0;
                     const uint64_t s = mix(0xa11ull ^ (uint64_t(type) << 40) ^ (n << 8));
-                    const std::string w = std::string("allgather") + (in_place ? " IN_PLACE " : " ") +
-                                          type_name(type) + " count " + std::to_string(n) + " on " + t.name;
+                    const std::string w = std::string("allgather") + (in_place ? " IN_PLACE " : " ") + type_name(type) +
+                                          " count " + std::to_string(n) + " on " + t.name;
                     std::vector<T> want;
                     for (uint32_t r = 0; r < t.n; ++r) {
                         const auto part = input<T>(s, r, n, WEFT_OP_MIN);
@@ -374,7 +382,8 @@ TEST_F(Coll, NonBlockingCompletedByTestany) {
         EXPECT_EQ(weft_request_testany(reqs.size(), reqs.data(), &index, &flag, nullptr), WEFT_OK);
         if (flag && index != SIZE_MAX) ++done;
         return done == reqs.size();
-    })) << done << " of " << reqs.size() << " completed";
+    })) << done
+        << " of " << reqs.size() << " completed";
     for (size_t i = 0; i < sums.size(); ++i) EXPECT_EQ(sums[i], uint64_t(size) * i + size * (size - 1) / 2) << i;
     ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
 }
@@ -437,7 +446,8 @@ TEST_F(Coll, BarrierSeparatesPhases) {
             wait_ok(&req, what);
         }
         for (uint32_t o = 0; o < size; ++o)
-            ASSERT_EQ(std::atomic_ref<uint64_t>(slots[8 * o]).load(), i) << what << ": rank " << o << " had not arrived";
+            ASSERT_EQ(std::atomic_ref<uint64_t>(slots[8 * o]).load(), i)
+                << what << ": rank " << o << " had not arrived";
         // Nobody may overwrite the slots before everyone checked them.
         ASSERT_EQ(weft_barrier(c), WEFT_OK) << what << " (second)";
     };

@@ -501,7 +501,10 @@ TEST_F(P2P, TruncationDeliversWhatFitsAndNothingMore) {
         size_t sent;
         weft_datatype_t type;
         size_t count;  // receive buffer, in elements
-    } cases[] = {{100, WEFT_BYTE, 60}, {40, WEFT_UINT64, 3}, {big, WEFT_INT32, 1000}, {big, WEFT_BYTE, big - 1},
+    } cases[] = {{100, WEFT_BYTE, 60},
+                 {40, WEFT_UINT64, 3},
+                 {big, WEFT_INT32, 1000},
+                 {big, WEFT_BYTE, big - 1},
                  {8, WEFT_BYTE, 0}};
     uint64_t seq = 0;
     for (const Case& c : cases) {
@@ -792,8 +795,8 @@ TEST_F(Comm, ContextIdsUniqueInTheJob) {
         for (size_t k = 0; k < cs.size(); ++k) {
             const uint64_t id = all[r * cs.size() + k];
             auto [it, fresh] = owner.emplace(id, identity(k, r));
-            EXPECT_EQ(it->second, identity(k, r)) << "context ID " << id << " of communicator " << k << " on rank "
-                                                  << r << " also names communicator identity " << it->second;
+            EXPECT_EQ(it->second, identity(k, r)) << "context ID " << id << " of communicator " << k << " on rank " << r
+                                                  << " also names communicator identity " << it->second;
         }
     // Distinct clock slots on this rank.
     std::set<uint32_t> slots;
@@ -1013,7 +1016,8 @@ TEST_F(Comm, ClockRecordCountsPointToPoint) {
     ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
     EXPECT_EQ(clock_word(d, WEFT_STATE_CLOCK_CONTEXT), context_id(d) + 1);
     const uint64_t sent0 = clock_word(d, WEFT_STATE_CLOCK_SENT), arrived0 = clock_word(d, WEFT_STATE_CLOCK_RECEIVED);
-    const uint64_t all_sent0 = state_word(WEFT_STATE_P2P_SENT_OFF), all_arrived0 = state_word(WEFT_STATE_P2P_RECEIVED_OFF);
+    const uint64_t all_sent0 = state_word(WEFT_STATE_P2P_SENT_OFF),
+                   all_arrived0 = state_word(WEFT_STATE_P2P_RECEIVED_OFF);
     barrier();  // counters count arrivals: nobody sends before every rank read them
     const uint64_t k = 5;
     std::vector<Outgoing> out(k);
@@ -1046,7 +1050,8 @@ TEST_F(Comm, StressRingAndAllreduce) {
         ASSERT_EQ(sum, int64_t(size * i + size * (size - 1) / 2)) << "iteration " << i;
     }
     if (rank == 0)
-        std::printf("%llu iterations: %.1f us each\n", (unsigned long long)iters, double(now_ns() - t0) / 1e3 / double(iters));
+        std::printf("%llu iterations: %.1f us each\n", (unsigned long long)iters,
+                    double(now_ns() - t0) / 1e3 / double(iters));
     ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
 }
 
@@ -1175,8 +1180,7 @@ TEST_F(BadInput, CommunicatorCreationArguments) {
               WEFT_ERR_INVALID_ARG)
         << "caller not in the list";
     std::vector<uint32_t> beyond = {rank, size};
-    EXPECT_EQ(weft_comm_create_from_ranks(w_, beyond.data(), 2, 0, &out), WEFT_ERR_INVALID_RANK)
-        << "rank out of range";
+    EXPECT_EQ(weft_comm_create_from_ranks(w_, beyond.data(), 2, 0, &out), WEFT_ERR_INVALID_RANK) << "rank out of range";
     EXPECT_EQ(weft_comm_create_from_ranks(w_, nullptr, 2, 0, &out), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_comm_create_from_ranks(w_, &rank, 0, 0, &out), WEFT_ERR_INVALID_ARG) << "empty list";
     EXPECT_EQ(out, untouched) << "outputs are set only on success";

@@ -37,15 +37,21 @@ weft_status_t collectives_until_error(weft_comm_t w, weft_comm_t d, uint64_t& i,
         std::fill(out.begin(), out.end(), -1);
         weft_status_t st = WEFT_OK;
         switch (i % 4) {
-            case 0: st = weft_allreduce(w, in.data(), out.data(), large, WEFT_INT64, WEFT_OP_SUM); break;
-            case 1: st = weft_barrier(w); break;
+            case 0:
+                st = weft_allreduce(w, in.data(), out.data(), large, WEFT_INT64, WEFT_OP_SUM);
+                break;
+            case 1:
+                st = weft_barrier(w);
+                break;
             case 2: {
                 weft_request_t req = nullptr;
                 st = weft_iallreduce(d, &v, out.data(), 1, WEFT_INT64, WEFT_OP_SUM, &req);
                 if (st == WEFT_OK) st = weft_request_wait(&req, nullptr);
                 break;
             }
-            case 3: st = weft_allreduce(w, &v, out.data(), 1, WEFT_INT64, WEFT_OP_SUM); break;
+            case 3:
+                st = weft_allreduce(w, &v, out.data(), 1, WEFT_INT64, WEFT_OP_SUM);
+                break;
         }
         if (st != WEFT_OK) return st;
         const int64_t want = int64_t(size * i + size * (size - 1) / 2);
@@ -102,7 +108,8 @@ TEST(CommFault, KilledMemberFailsTheCollectiveOnEverySurvivor) {
     // (docs/communicators.md: receives naming it, sends awaiting its reply).
     uint64_t x = 0;
     weft_msg_status_t ms;
-    EXPECT_EQ(weft_recv(w, &x, 1, WEFT_UINT64, int32_t(victim), 5, &ms), WEFT_ERR_PEER_FAILED) << "recv from the victim";
+    EXPECT_EQ(weft_recv(w, &x, 1, WEFT_UINT64, int32_t(victim), 5, &ms), WEFT_ERR_PEER_FAILED)
+        << "recv from the victim";
     EXPECT_EQ(weft_ssend(w, &x, 1, WEFT_UINT64, victim, 5), WEFT_ERR_PEER_FAILED) << "ssend to the victim";
     // Freeing the dup does not hang either (its deferred barrier cannot complete).
     EXPECT_EQ(weft_comm_free(&d), WEFT_OK);

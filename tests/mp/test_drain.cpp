@@ -53,7 +53,8 @@ void on_quiescent(void* arg, const weft_drain_result_t*) {
     q->inside = true;
     for (uint32_t s = 0; s < WEFT_STATE_COMM_SLOTS; ++s) {
         q->seq[s] = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_SEQ))).load();
-        q->finished[s] = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_FINISHED))).load();
+        q->finished[s] =
+            std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(s, WEFT_STATE_CLOCK_FINISHED))).load();
     }
     q->sent = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_P2P_SENT_OFF)).load();
     q->received = std::atomic_ref<uint64_t>(state_word(WEFT_STATE_P2P_RECEIVED_OFF)).load();
@@ -112,7 +113,9 @@ protected:
             ASSERT_EQ(weft_allreduce(comms[i], mine, agg, 2, WEFT_UINT64, WEFT_OP_MAX), WEFT_OK);
             EXPECT_EQ(agg[0], quiescent.seq[s]) << "communicator " << i << ": clocks differ between members";
             EXPECT_EQ(~agg[1], quiescent.seq[s]) << "communicator " << i << ": clocks differ between members";
-            if (i < expected.size() && expected[i] != any) { EXPECT_EQ(quiescent.seq[s], expected[i]) << "communicator " << i; }
+            if (i < expected.size() && expected[i] != any) {
+                EXPECT_EQ(quiescent.seq[s], expected[i]) << "communicator " << i;
+            }
         }
         // Nothing in transit: the job's sent and received counts agree.
         uint64_t counts[2] = {quiescent.sent, quiescent.received}, sums[2];
@@ -155,7 +158,9 @@ TEST_F(DrainTest, SeedExample) {
     for (int i = 0; i < 4; ++i) ASSERT_EQ(weft_bcast(c, &v, 1, WEFT_UINT64, 0), WEFT_OK);
     weft_request_t r = nullptr;
     v = 5;
-    if (rank == 0) { ASSERT_EQ(weft_ibcast(c, &v, 1, WEFT_UINT64, 0, &r), WEFT_OK); }
+    if (rank == 0) {
+        ASSERT_EQ(weft_ibcast(c, &v, 1, WEFT_UINT64, 0, &r), WEFT_OK);
+    }
     request(0);
     if (rank != 0) {
         sleep_ms(100);  // computing
@@ -179,7 +184,9 @@ TEST_F(DrainTest, RaiseOnSubCommunicatorWhileWorldAtTarget) {
     weft_comm_t w = world();
     uint64_t one = 1, sum = 0;
     weft_request_t r = nullptr;
-    if (rank == 0) { ASSERT_EQ(weft_ibarrier(w, &r), WEFT_OK); }  // world target +1
+    if (rank == 0) {
+        ASSERT_EQ(weft_ibarrier(w, &r), WEFT_OK);
+    }  // world target +1
     const uint64_t phase = drain_phase();
     barrier();  // everyone read its phase before anyone asks
     request(0);
@@ -196,7 +203,9 @@ TEST_F(DrainTest, RaiseOnSubCommunicatorWhileWorldAtTarget) {
     }
     EXPECT_EQ(sum, comm_size(sub));
     weft_drain_result_t res = wait_drain();
-    if (rank == 1) { EXPECT_GE(res.raises, 1u) << "rank 1 passed the sub-communicator's target"; }
+    if (rank == 1) {
+        EXPECT_GE(res.raises, 1u) << "rank 1 passed the sub-communicator's target";
+    }
     expect_clocks_agree({world(), sub}, {any, 1});
     ASSERT_EQ(weft_comm_free(&sub), WEFT_OK);
 }
@@ -209,7 +218,9 @@ TEST_F(DrainTest, EagerBcastRootRaisesWhileMembersCompute) {
     weft_request_t r = nullptr;
     // Rank size-1 opens a world collective: rank 0 is then below the world's
     // target and runs on through the broadcast.
-    if (rank == size - 1) { ASSERT_EQ(weft_ibarrier(world(), &r), WEFT_OK); }
+    if (rank == size - 1) {
+        ASSERT_EQ(weft_ibarrier(world(), &r), WEFT_OK);
+    }
     const uint64_t phase = drain_phase();
     barrier();
     request(size - 1);
@@ -221,12 +232,17 @@ TEST_F(DrainTest, EagerBcastRootRaisesWhileMembersCompute) {
     } else {
         sleep_ms(400);  // computing while the root raises
         ASSERT_EQ(weft_bcast(c, &v, 1, WEFT_UINT64, 0), WEFT_OK);
-        if (rank == size - 1) { ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK); }
-        else { ibarrier_wait(world()); }
+        if (rank == size - 1) {
+            ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+        } else {
+            ibarrier_wait(world());
+        }
     }
     EXPECT_EQ(v, 42u);
     weft_drain_result_t res = wait_drain();
-    if (rank == 0) { EXPECT_GE(res.raises, 1u); }
+    if (rank == 0) {
+        EXPECT_GE(res.raises, 1u);
+    }
     expect_clocks_agree({c}, {1});
     ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
 }
@@ -237,7 +253,9 @@ TEST_F(DrainTest, EagerBcastRootRaisesWhileMembersCompute) {
 // converges.
 TEST_F(DrainTest, RankComputesThreeSecondsBeforeItsTarget) {
     weft_request_t r = nullptr;
-    if (rank != 1) { ASSERT_EQ(weft_ibarrier(world(), &r), WEFT_OK); }
+    if (rank != 1) {
+        ASSERT_EQ(weft_ibarrier(world(), &r), WEFT_OK);
+    }
     request(0);
     if (rank == 1) {
         sleep_ms(3000);
@@ -247,8 +265,11 @@ TEST_F(DrainTest, RankComputesThreeSecondsBeforeItsTarget) {
     }
     weft_drain_result_t res = wait_drain();
     const char* bound = std::getenv("WEFT_DRAIN_ATTEMPT_MS");
-    if (bound && std::atoi(bound) < 2500) { EXPECT_GE(res.attempts, 2u) << "attempts are bounded by time"; }
-    else { EXPECT_EQ(res.attempts, 1u); }
+    if (bound && std::atoi(bound) < 2500) {
+        EXPECT_GE(res.attempts, 2u) << "attempts are bounded by time";
+    } else {
+        EXPECT_EQ(res.attempts, 1u);
+    }
     expect_clocks_agree({world()});
 }
 
@@ -278,8 +299,12 @@ TEST_F(DrainTest, PendingNonBlockingCollectivesOnOneRank) {
         EXPECT_TRUE(done) << "the drain completed the pending ibcast";
         ASSERT_EQ(weft_request_test(&rbar, &done, nullptr), WEFT_OK);
         EXPECT_TRUE(done) << "the drain completed the pending ibarrier";
-        if (rb) { ASSERT_EQ(weft_request_wait(&rb, nullptr), WEFT_OK); }
-        if (rbar) { ASSERT_EQ(weft_request_wait(&rbar, nullptr), WEFT_OK); }
+        if (rb) {
+            ASSERT_EQ(weft_request_wait(&rb, nullptr), WEFT_OK);
+        }
+        if (rbar) {
+            ASSERT_EQ(weft_request_wait(&rbar, nullptr), WEFT_OK);
+        }
     }
     EXPECT_EQ(v, 7u);
     expect_clocks_agree({c}, {2});
@@ -291,7 +316,9 @@ TEST_F(DrainTest, FreeDuringTheDrain) {
     weft_comm_t c = dup_world();
     const uint32_t s = slot_of(c);
     ASSERT_EQ(weft_barrier(c), WEFT_OK);
-    if (rank == 0) { ASSERT_EQ(weft_comm_free(&c), WEFT_OK); }
+    if (rank == 0) {
+        ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+    }
     request(0);
     if (rank != 0) {
         sleep_ms(100);
@@ -330,9 +357,12 @@ TEST_F(DrainTest, ASlotReusedAfterAFreeTakesNoStaleTarget) {
     } else {
         sleep_ms(20 * rank);
         ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
-        progress_until([&] {
-            return std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(old_slot, WEFT_STATE_CLOCK_CONTEXT))).load() == 0;
-        }, 0.2);
+        progress_until(
+            [&] {
+                return std::atomic_ref<uint64_t>(state_word(WEFT_STATE_CLOCK_OFF(old_slot, WEFT_STATE_CLOCK_CONTEXT)))
+                           .load() == 0;
+            },
+            0.2);
         weft_comm_t d = nullptr;
         ASSERT_EQ(weft_comm_dup(others, &d), WEFT_OK);
         uint64_t reused = slot_of(d) == old_slot, ranks_reused = 0;
@@ -372,7 +402,9 @@ TEST_F(DrainTest, SameMembershipCommunicatorsKeepSeparateClocks) {
         for (auto& r : ra) ASSERT_EQ(weft_ibarrier(a, &r), WEFT_OK);
     }
     weft_request_t extra = nullptr;
-    if (rank == 0) { ASSERT_EQ(weft_ibarrier(a, &extra), WEFT_OK); }  // a's target becomes 4, b's stays 1
+    if (rank == 0) {
+        ASSERT_EQ(weft_ibarrier(a, &extra), WEFT_OK);
+    }  // a's target becomes 4, b's stays 1
     request(0);
     for (auto& r : ra) ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
     ASSERT_EQ(weft_request_wait(&rb, nullptr), WEFT_OK);
@@ -399,10 +431,13 @@ TEST_F(DrainTest, ClocksBeyondTwoToThe32) {
     barrier();
     for (int i = 0; i < 3; ++i) ASSERT_EQ(weft_barrier(c), WEFT_OK);
     weft_request_t r = nullptr;
-    if (rank == 0) { ASSERT_EQ(weft_ibarrier(c, &r), WEFT_OK); }
+    if (rank == 0) {
+        ASSERT_EQ(weft_ibarrier(c, &r), WEFT_OK);
+    }
     request(0);
-    if (rank == 0) { ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK); }
-    else {
+    if (rank == 0) {
+        ASSERT_EQ(weft_request_wait(&r, nullptr), WEFT_OK);
+    } else {
         sleep_ms(50);
         ibarrier_wait(c);
     }
@@ -467,10 +502,14 @@ TEST_F(DrainTest, MessagesInFlightOnASubCommunicatorAreBuffered) {
 TEST_F(DrainTest, APendingReceiveBeatsTheBuffer) {
     weft_request_t posted = nullptr;
     uint64_t first = 0;
-    if (rank == 1) { ASSERT_EQ(weft_irecv(world(), &first, 1, WEFT_UINT64, 0, 12, &posted), WEFT_OK); }
+    if (rank == 1) {
+        ASSERT_EQ(weft_irecv(world(), &first, 1, WEFT_UINT64, 0, 12, &posted), WEFT_OK);
+    }
     barrier();  // posted before anything is sent
     if (rank == 0) {
-        for (uint64_t v : {uint64_t(1), uint64_t(2)}) { ASSERT_EQ(weft_send(world(), &v, 1, WEFT_UINT64, 1, 12), WEFT_OK); }
+        for (uint64_t v : {uint64_t(1), uint64_t(2)}) {
+            ASSERT_EQ(weft_send(world(), &v, 1, WEFT_UINT64, 1, 12), WEFT_OK);
+        }
     }
     request(0);
     weft_drain_result_t res = wait_drain();
@@ -597,7 +636,8 @@ TEST_F(DrainTest, DrainsEvery100msInsideAnAllgatherLoop) {
             while (!stop.load()) {
                 uint64_t n = 0;
                 weft_drain_result_t res{};
-                if (weft_drain_request(ctx, &n) != WEFT_OK || weft_drain_wait(ctx, n, 120000, &res) != WEFT_OK) ++failed;
+                if (weft_drain_request(ctx, &n) != WEFT_OK || weft_drain_wait(ctx, n, 120000, &res) != WEFT_OK)
+                    ++failed;
                 ++drains;
                 sleep_ms(100);
             }
@@ -611,7 +651,8 @@ TEST_F(DrainTest, DrainsEvery100msInsideAnAllgatherLoop) {
         const uint64_t mine[2] = {rank * 1000003ull + iterations,
                                   rank == 0 && now_ns() - t0 > uint64_t(seconds * 1e9) ? 1ull : 0ull};
         ASSERT_EQ(weft_allgather(world(), mine, 2, WEFT_UINT64, all.data()), WEFT_OK);
-        for (uint32_t r = 0; r < size; ++r) ASSERT_EQ(all[2 * r], r * 1000003ull + iterations) << "iteration " << iterations;
+        for (uint32_t r = 0; r < size; ++r)
+            ASSERT_EQ(all[2 * r], r * 1000003ull + iterations) << "iteration " << iterations;
         done = all[1] != 0;
         uint64_t out = iterations, in = 0;
         weft_request_t rr = nullptr, rs = nullptr;
@@ -641,8 +682,9 @@ TEST_F(DrainTest, DrainsEvery100msInsideAnAllgatherLoop) {
     weft_drain_result_t res{};
     EXPECT_EQ(weft_drain_wait(ctx, drains_done, 60000, &res), WEFT_OK);
     EXPECT_GE(quiescent.calls.load(), int(count));
-    if (rank == 0) std::printf("[ rank 0 ] %llu drains in %llu allgather iterations\n", static_cast<unsigned long long>(count),
-                               static_cast<unsigned long long>(iterations));
+    if (rank == 0)
+        std::printf("[ rank 0 ] %llu drains in %llu allgather iterations\n", static_cast<unsigned long long>(count),
+                    static_cast<unsigned long long>(iterations));
 }
 
 bool blocking_mode() {

@@ -50,7 +50,8 @@ weft_drain_result_t wait_bounded(uint64_t number, const char* what) {
         std::fprintf(stderr,
                      "[rank %u] FAILED: drain %llu (%s) did not end within %llu ms: the drain hangs "
                      "(docs/drain.md: every failure case has a bound)\n",
-                     rank, static_cast<unsigned long long>(number), what, static_cast<unsigned long long>(wait_bound_ms));
+                     rank, static_cast<unsigned long long>(number), what,
+                     static_cast<unsigned long long>(wait_bound_ms));
         std::fflush(stderr);
         std::_Exit(4);
     }
@@ -110,33 +111,43 @@ TEST(DrainFault, EndsNamingTheKilledMember) {
     if (before) {
         if (rank == victim) {
             weft_fault_point("mp.drain.victim");
-            std::fprintf(stderr, "[rank %u] survived mp.drain.victim: run under weft-run --fault kill:rank=%u:at=mp.drain.victim\n",
-                         rank, victim);
+            std::fprintf(
+                stderr,
+                "[rank %u] survived mp.drain.victim: run under weft-run --fault kill:rank=%u:at=mp.drain.victim\n",
+                rank, victim);
             std::_Exit(3);
         }
-        ASSERT_TRUE(progress_until([&] {
-            int f = 0;
-            return weft_peer_failed(ctx, victim, &f) == WEFT_OK && f;
-        }, 30)) << "the victim's death was not noticed within 30 s";
+        ASSERT_TRUE(progress_until(
+            [&] {
+                int f = 0;
+                return weft_peer_failed(ctx, victim, &f) == WEFT_OK && f;
+            },
+            30))
+            << "the victim's death was not noticed within 30 s";
     }
 
-    if (rank == asker) { EXPECT_EQ(request(), 1u); }
+    if (rank == asker) {
+        EXPECT_EQ(request(), 1u);
+    }
     const weft_drain_result_t first = wait_bounded(1, before ? "member dead before it" : "member killed inside it");
     if (rank == victim) {
-        std::fprintf(stderr, "[rank %u] the victim's drain ended (%s): run under weft-run --fault kill:rank=%u:at=drain.*\n", rank,
-                     weft_strerror(first.status), victim);
+        std::fprintf(stderr,
+                     "[rank %u] the victim's drain ended (%s): run under weft-run --fault kill:rank=%u:at=drain.*\n",
+                     rank, weft_strerror(first.status), victim);
         std::_Exit(3);
     }
     EXPECT_EQ(first.status, WEFT_ERR_PEER_FAILED) << "drain 1 with rank " << victim << " dead";
     EXPECT_EQ(first.failed_rank, victim) << "the result names the failed member";
-    std::printf("[rank %u] drain 1: %s, failed rank %u, %u attempt(s), %d callback(s)\n", rank, weft_strerror(first.status),
-                first.failed_rank, first.attempts, callbacks.load());
+    std::printf("[rank %u] drain 1: %s, failed rank %u, %u attempt(s), %d callback(s)\n", rank,
+                weft_strerror(first.status), first.failed_rank, first.attempts, callbacks.load());
 
     // The job goes on among the survivors.
     survivor_ring(live, 11);
 
     // A later drain on a job with a dead member ends the same way, at once.
-    if (rank == asker) { EXPECT_EQ(request(), 2u); }
+    if (rank == asker) {
+        EXPECT_EQ(request(), 2u);
+    }
     const weft_drain_result_t second = wait_bounded(2, "a later drain");
     EXPECT_EQ(second.status, WEFT_ERR_PEER_FAILED) << "drain 2";
     EXPECT_EQ(second.failed_rank, victim);
@@ -179,9 +190,11 @@ TEST(DrainFault, EndsAtItsDeadlineWithAStoppedMember) {
         uint64_t pid = 0;
         ASSERT_EQ(weft_recv(world(), &pid, 1, WEFT_UINT64, int32_t(victim), 21, nullptr), WEFT_OK);
         const uint64_t end = now_ns() + 20000000000ull;
-        while (proc_state(pid_t(pid)) != 'T' && now_ns() < end) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        ASSERT_EQ(proc_state(pid_t(pid)), 'T') << "rank " << victim << " did not stop: run under weft-run --fault stop:rank="
-                                               << victim << ":at=mp.drain.stop";
+        while (proc_state(pid_t(pid)) != 'T' && now_ns() < end)
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        ASSERT_EQ(proc_state(pid_t(pid)), 'T')
+            << "rank " << victim << " did not stop: run under weft-run --fault stop:rank=" << victim
+            << ":at=mp.drain.stop";
         EXPECT_EQ(request(), 1u);
         const weft_drain_result_t res = wait_bounded(1, "a member stopped");
         EXPECT_EQ(res.status, WEFT_ERR_TIMEOUT) << "drain 1 with rank " << victim << " stopped";
@@ -196,7 +209,9 @@ TEST(DrainFault, EndsAtItsDeadlineWithAStoppedMember) {
     EXPECT_EQ(callbacks.load(), 0) << "no quiescent point, no callback";
     // The job goes on: a barrier over everyone, then a drain that succeeds.
     ASSERT_EQ(weft_barrier(world()), WEFT_OK);
-    if (rank == 0) { EXPECT_EQ(request(), 2u); }
+    if (rank == 0) {
+        EXPECT_EQ(request(), 2u);
+    }
     const weft_drain_result_t again = wait_bounded(2, "after the member resumed");
     EXPECT_EQ(again.status, WEFT_OK) << "drain 2, every member alive";
     EXPECT_EQ(callbacks.load(), 1);

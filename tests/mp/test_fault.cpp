@@ -72,23 +72,25 @@ TEST(Fault, KilledPeerIsReportedToEverySurvivor) {
         WEFT_OK_OR_FAIL(weft_put(w, 0, 0, &t, 8));
         WEFT_OK_OR_FAIL(weft_flush(w, 0));
         weft_fault_point("mp.fault.victim");
-        FAIL() << "the victim survived its fault point: run under weft-run --fault kill:rank="
-               << victim << ":at=mp.fault.victim";
+        FAIL() << "the victim survived its fault point: run under weft-run --fault kill:rank=" << victim
+               << ":at=mp.fault.victim";
         std::_Exit(3);
     }
 
     // Survivors: keep operating on every peer until the failure is seen.
-    const bool seen = progress_until([&] {
-        uint64_t old;
-        for (uint32_t t = 0; t < size; ++t) {
-            weft_status_t st = weft_atomic_fetch_add(w, t, 64, 1, &old);
-            if (st != WEFT_OK && !(t == victim && st == WEFT_ERR_PEER_FAILED)) {
-                ADD_FAILURE() << "fetch-add to " << t << ": " << weft_strerror(st);
-                return true;
+    const bool seen = progress_until(
+        [&] {
+            uint64_t old;
+            for (uint32_t t = 0; t < size; ++t) {
+                weft_status_t st = weft_atomic_fetch_add(w, t, 64, 1, &old);
+                if (st != WEFT_OK && !(t == victim && st == WEFT_ERR_PEER_FAILED)) {
+                    ADD_FAILURE() << "fetch-add to " << t << ": " << weft_strerror(st);
+                    return true;
+                }
             }
-        }
-        return !failures.peers.empty();
-    }, 20);
+            return !failures.peers.empty();
+        },
+        20);
     ASSERT_TRUE(seen) << "no failure notice within 20 s";
     ASSERT_EQ(failures.peers.size(), 1u);
     EXPECT_EQ(failures.peers[0], victim);
@@ -115,22 +117,25 @@ TEST(Fault, KilledPeerIsReportedToEverySurvivor) {
     // Survivors still reach each other: each adds 1 to a word of every
     // survivor and waits for its own word to count them all.
     for (uint32_t t = 0; t < victim; ++t) WEFT_OK_OR_FAIL(weft_atomic_fetch_add(w, t, 128, 1, &old));
-    EXPECT_TRUE(progress_until([&] { return std::atomic_ref<uint64_t>(static_cast<uint64_t*>(base)[16]).load() == victim; }, 20))
+    EXPECT_TRUE(progress_until(
+        [&] { return std::atomic_ref<uint64_t>(static_cast<uint64_t*>(base)[16]).load() == victim; }, 20))
         << "some survivor's fetch-add never arrived";
     // Survivors-only barrier on rank 0 (the job barrier needs the victim):
     // arrive, wait for all, then say we are leaving so rank 0 outlives the
     // last reader of its window.
     WEFT_OK_OR_FAIL(weft_atomic_fetch_add(w, 0, 192, 1, &old));
-    EXPECT_TRUE(progress_until([&] {
-        uint64_t x = 0;
-        return weft_get(w, 0, 192, &x, 8) == WEFT_OK && x == victim;
-    }, 20)) << "survivors-only barrier";
+    EXPECT_TRUE(progress_until(
+        [&] {
+            uint64_t x = 0;
+            return weft_get(w, 0, 192, &x, 8) == WEFT_OK && x == victim;
+        },
+        20))
+        << "survivors-only barrier";
     if (rank != 0) {
         WEFT_OK_OR_FAIL(weft_atomic_fetch_add(w, 0, 256, 1, &old));
     } else {
-        EXPECT_TRUE(progress_until([&] {
-            return std::atomic_ref<uint64_t>(static_cast<uint64_t*>(base)[32]).load() == victim - 1;
-        }, 20));
+        EXPECT_TRUE(progress_until(
+            [&] { return std::atomic_ref<uint64_t>(static_cast<uint64_t*>(base)[32]).load() == victim - 1; }, 20));
     }
     // A job-wide barrier cannot complete without the victim: it must say so
     // at once rather than hang.

@@ -59,7 +59,8 @@ void progress_for(double s) {
 
 [[noreturn]] void die_at(const char* point) {
     weft_fault_point(point);
-    std::fprintf(stderr, "[rank %u] survived fault point %s: run under weft-run --fault kill:...:at=%s\n", rank, point, point);
+    std::fprintf(stderr, "[rank %u] survived fault point %s: run under weft-run --fault kill:...:at=%s\n", rank, point,
+                 point);
     std::_Exit(3);
 }
 
@@ -141,7 +142,9 @@ TEST_F(Ft, KilledRankFailsBarrierEverywhereAndAgainAfterAPause) {
     ASSERT_NE(wait_failed(w_, 1), UINT32_MAX) << "the victim was never declared failed";
     const uint64_t seen = now_ns();
     const uint64_t stamped = std::atomic_ref<uint64_t>(*static_cast<uint64_t*>(base)).load();
-    if (stamped) std::fprintf(stderr, "[ft] rank %u of %u: SIGKILL known after %.1f us\n", rank, size, double(seen - stamped) / 1e3);
+    if (stamped)
+        std::fprintf(stderr, "[ft] rank %u of %u: SIGKILL known after %.1f us\n", rank, size,
+                     double(seen - stamped) / 1e3);
     EXPECT_EQ(get_failed(w_, WEFT_FAILED_LOCAL, WEFT_FAILED_ALL), std::vector<uint32_t>{victim});
     EXPECT_EQ(weft_barrier(w_), WEFT_ERR_PEER_FAILED);
     progress_for(0.2);
@@ -218,7 +221,8 @@ TEST_F(Ft, FailedNewPerCallAndPerThread) {
         EXPECT_EQ(weft_request_wait(&pending, &s), WEFT_OK);
         EXPECT_EQ(s.cancelled, 1);
         size_t count = 0;
-        EXPECT_EQ(weft_comm_get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_NEW, nullptr, 0, &count), WEFT_ERR_INVALID_ARG);
+        EXPECT_EQ(weft_comm_get_failed(w_, WEFT_FAILED_CLEARED, WEFT_FAILED_NEW, nullptr, 0, &count),
+                  WEFT_ERR_INVALID_ARG);
         s = blank_status();
         EXPECT_EQ(weft_recv(w_, &x, 1, WEFT_UINT64, int32_t(r1), 3, &s), WEFT_OK);
         EXPECT_EQ(s.source, WEFT_PROC_NULL);
@@ -357,8 +361,8 @@ TEST_F(Ft, AgreeSurvivesCoordinatorDeath) {
     const weft_status_t st = weft_comm_agree(w_, &flag);
     ASSERT_NE(rank, 0u) << "rank 0 should have died inside the agreement";
     ASSERT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED) << weft_strerror(st);
-    std::fprintf(stderr, "[ft] rank %u: agree with a dying coordinator: flag %#x, %s, %.2f ms\n", rank, flag, weft_strerror(st),
-                double(now_ns() - t0) / 1e6);
+    std::fprintf(stderr, "[ft] rank %u: agree with a dying coordinator: flag %#x, %s, %.2f ms\n", rank, flag,
+                 weft_strerror(st), double(now_ns() - t0) / 1e6);
     // Every live rank contributed, and at most rank 0's bit may be missing.
     for (uint32_t r = 1; r < size; ++r) EXPECT_EQ(flag & (1 << r), 0) << "rank " << r << "'s zero bit was lost";
     expect_same_everywhere(w_, {uint64_t(uint32_t(flag)), uint64_t(st)}, all_but({0}), "agree outcome");
@@ -437,9 +441,10 @@ TEST_F(Ft, ThreeAdjacentKillsFoundTogether) {
         uint64_t last = 0;
         for (uint32_t r = 3; r <= 5; ++r)
             last = std::max(last, std::atomic_ref<uint64_t>(static_cast<uint64_t*>(base)[r]).load());
-        std::fprintf(stderr, "[ft] 3 adjacent SIGKILLs (heartbeats only): all known %.0f ms after their last stamp, "
-                    "%.1f ms between first and last\n",
-                    double(all - last) / 1e6, double(all - first) / 1e6);
+        std::fprintf(stderr,
+                     "[ft] 3 adjacent SIGKILLs (heartbeats only): all known %.0f ms after their last stamp, "
+                     "%.1f ms between first and last\n",
+                     double(all - last) / 1e6, double(all - first) / 1e6);
     }
 }
 
@@ -740,7 +745,9 @@ TEST_F(Ft, AnySourceReceivePostedBeforeTheFailureIsPending) {
     const uint32_t victim = size - 1;
     uint64_t got = 0;
     weft_request_t r = nullptr;
-    if (rank == 0) { ASSERT_EQ(weft_irecv(w_, &got, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 31, &r), WEFT_OK); }
+    if (rank == 0) {
+        ASSERT_EQ(weft_irecv(w_, &got, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 31, &r), WEFT_OK);
+    }
     barrier();
     if (rank == victim) die_at("mp.ft.victim");
     ASSERT_NE(wait_failed(w_, 1), UINT32_MAX);
@@ -771,7 +778,9 @@ TEST_F(Ft, AnySourceReceivePostedBeforeTheFailureIsPending) {
     ASSERT_EQ(weft_comm_validate_global(w_, &failed, &added), WEFT_OK);
     EXPECT_EQ(failed, 1u);
     const uint64_t mine = 500 + rank;
-    if (rank == 1) { ASSERT_EQ(weft_send(w_, &mine, 1, WEFT_UINT64, 0, 31), WEFT_OK); }
+    if (rank == 1) {
+        ASSERT_EQ(weft_send(w_, &mine, 1, WEFT_UINT64, 0, 31), WEFT_OK);
+    }
     if (rank == 0) {
         weft_msg_status_t st{};
         ASSERT_EQ(weft_request_wait(&r, &st), WEFT_OK) << "recognised: the receive goes on";
@@ -798,7 +807,7 @@ TEST_F(Ft, WaitsProgressWhileAnySourceIsPending) {
     barrier();
     if (rank == victim) die_at("mp.ft.victim");
     ASSERT_NE(wait_failed(w_, 1), UINT32_MAX);  // validate_local: known, not recognised
-    if (rank == 1) {  // the named message; the any-source one once rank 0 has it
+    if (rank == 1) {                            // the named message; the any-source one once rank 0 has it
         const uint64_t a = 701, b = 702;
         uint64_t go = 0;
         ASSERT_EQ(weft_send(w_, &b, 1, WEFT_UINT64, 0, 33), WEFT_OK);
@@ -826,7 +835,8 @@ TEST_F(Ft, WaitsProgressWhileAnySourceIsPending) {
             st = weft_request_wait(&ra, &s);
             ++calls;
         }
-        ASSERT_EQ(st, WEFT_OK) << "a live sender's message never matched the any-source receive (" << calls << " waits)";
+        ASSERT_EQ(st, WEFT_OK) << "a live sender's message never matched the any-source receive (" << calls
+                               << " waits)";
         EXPECT_EQ(any, 701u);
         EXPECT_EQ(s.source, 1);
         EXPECT_EQ(ra, nullptr);
@@ -933,7 +943,9 @@ TEST_F(Ft, RevokeRefusesRendezvousSendsWithAnError) {
         ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
         std::vector<uint8_t> big(4u << 20, 0x5a);
         weft_request_t sreq = nullptr;
-        if (rank == 1) { ASSERT_EQ(weft_isend(d, big.data(), big.size(), WEFT_BYTE, 2, 4, &sreq), WEFT_OK); }
+        if (rank == 1) {
+            ASSERT_EQ(weft_isend(d, big.data(), big.size(), WEFT_BYTE, 2, 4, &sreq), WEFT_OK);
+        }
         if (rank == 2) {  // the announcement is here, unreceived
             int flag = 0;
             const uint64_t end = now_ns() + 30'000'000'000ull;
@@ -941,7 +953,9 @@ TEST_F(Ft, RevokeRefusesRendezvousSendsWithAnError) {
             ASSERT_EQ(flag, 1) << "the 4 MiB announcement never arrived";
             ASSERT_EQ(weft_comm_revoke(d), WEFT_OK);
         }
-        if (rank == 1) { EXPECT_EQ(weft_request_wait(&sreq, nullptr), WEFT_ERR_REVOKED) << "round " << round; }
+        if (rank == 1) {
+            EXPECT_EQ(weft_request_wait(&sreq, nullptr), WEFT_ERR_REVOKED) << "round " << round;
+        }
         int revoked = 0;
         const uint64_t end = now_ns() + 30'000'000'000ull;
         while (!revoked && now_ns() < end) {
@@ -1043,7 +1057,8 @@ TEST_F(Ft, BadInputGetsClearStatuses) {
     weft_comm_t out = nullptr;
     EXPECT_EQ(weft_comm_validate_local(nullptr, &n, &nn), WEFT_ERR_NOT_INITIALIZED);
     EXPECT_EQ(weft_comm_validate_global(nullptr, &n, &nn), WEFT_ERR_NOT_INITIALIZED);
-    EXPECT_EQ(weft_comm_get_failed(nullptr, WEFT_FAILED_LOCAL, WEFT_FAILED_ALL, nullptr, 0, &count), WEFT_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(weft_comm_get_failed(nullptr, WEFT_FAILED_LOCAL, WEFT_FAILED_ALL, nullptr, 0, &count),
+              WEFT_ERR_NOT_INITIALIZED);
     EXPECT_EQ(weft_comm_agree(nullptr, &flag), WEFT_ERR_NOT_INITIALIZED);
     EXPECT_EQ(weft_comm_revoke(nullptr), WEFT_ERR_NOT_INITIALIZED);
     EXPECT_EQ(weft_comm_shrink(nullptr, &out), WEFT_ERR_NOT_INITIALIZED);
@@ -1088,7 +1103,9 @@ TEST_F(Ft, AgreementCostWithoutFailures) {
     t0 = now_ns();
     for (int i = 0; i < iters; ++i) ASSERT_EQ(weft_comm_validate_global(w_, nullptr, nullptr), WEFT_OK);
     const double validate_us = double(now_ns() - t0) / 1e3 / iters;
-    if (rank == 0) std::fprintf(stderr, "[ft] %u ranks: agree %.1f us, validate_global %.1f us (mean of %d)\n", size, agree_us, validate_us, iters);
+    if (rank == 0)
+        std::fprintf(stderr, "[ft] %u ranks: agree %.1f us, validate_global %.1f us (mean of %d)\n", size, agree_us,
+                     validate_us, iters);
     barrier();
 }
 

@@ -24,8 +24,8 @@ TEST(Transport, ReportsCapabilities) {
     ASSERT_NE(caps.transport, nullptr);
     EXPECT_GT(caps.am_eager_limit, 0u);
     EXPECT_GE(caps.am_max_size, caps.am_eager_limit);
-    if (rank == 0) std::printf("transport %s, atomics %d, eager limit %zu\n", caps.transport, caps.atomics,
-                               caps.am_eager_limit);
+    if (rank == 0)
+        std::printf("transport %s, atomics %d, eager limit %zu\n", caps.transport, caps.atomics, caps.am_eager_limit);
 }
 
 // Every rank puts a distinct pattern into a distinct slot of every rank's
@@ -282,8 +282,10 @@ void on_hol_to_b(void* arg, uint32_t, const void* payload, size_t) {
     HolWords h;
     std::memcpy(&h, payload, sizeof h);
     if (h.round != s->round) return;
-    if (h.w == 2) ++s->acks;
-    else (h.w == 0 ? s->go : s->stop) = true;
+    if (h.w == 2)
+        ++s->acks;
+    else
+        (h.w == 0 ? s->go : s->stop) = true;
 }
 
 TEST(Transport, SmallMessageNotHeldBehindAnotherPeersRendezvous) {
@@ -353,10 +355,11 @@ TEST(Transport, SmallMessageNotHeldBehindAnotherPeersRendezvous) {
             const auto between = std::count_if(st.order.begin() + static_cast<std::ptrdiff_t>(a0_at),
                                                st.order.begin() + static_cast<std::ptrdiff_t>(big_at),
                                                [](const auto& e) { return e.first == 1; });
-            std::printf("head-of-line (%s), round %llu: %lld of rank 1's %llu probes delivered while rank 0's 64 MiB "
-                        "was pulled\n",
-                        caps.transport, static_cast<unsigned long long>(round), static_cast<long long>(between),
-                        static_cast<unsigned long long>(st.probes_sent));
+            std::printf(
+                "head-of-line (%s), round %llu: %lld of rank 1's %llu probes delivered while rank 0's 64 MiB "
+                "was pulled\n",
+                caps.transport, static_cast<unsigned long long>(round), static_cast<long long>(between),
+                static_cast<unsigned long long>(st.probes_sent));
             most_between = std::max<int64_t>(most_between, between);
         }
     }
@@ -411,8 +414,8 @@ TEST(Transport, StateWindowLayoutAndRemoteAtomics) {
         const uint64_t want = rank + 10;
         WEFT_OK_OR_FAIL(weft_get(sw, t, WEFT_STATE_CLOCK_OFF(7, WEFT_STATE_CLOCK_TARGET), &cur, 8));
         while (cur < want) {
-            WEFT_OK_OR_FAIL(weft_atomic_compare_swap(sw, t, WEFT_STATE_CLOCK_OFF(7, WEFT_STATE_CLOCK_TARGET),
-                                                     cur, want, &old));
+            WEFT_OK_OR_FAIL(
+                weft_atomic_compare_swap(sw, t, WEFT_STATE_CLOCK_OFF(7, WEFT_STATE_CLOCK_TARGET), cur, want, &old));
             if (old == cur) break;
             cur = old;
         }

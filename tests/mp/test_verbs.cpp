@@ -32,9 +32,11 @@ TEST(Verbs, ReportsNicAtomics) {
     EXPECT_EQ(caps.atomics_registered, WEFT_ATOMICS_HARDWARE);
     // rxe reports ATOMIC_HCA: NIC atomics are not coherent with the CPU's.
     if (const char* want = std::getenv("WEFT_TEST_EXPECT_SCOPE")) {
-        EXPECT_EQ(caps.atomic_scope, std::string(want) == "device" ? WEFT_ATOMIC_SCOPE_DEVICE : WEFT_ATOMIC_SCOPE_GLOBAL);
+        EXPECT_EQ(caps.atomic_scope,
+                  std::string(want) == "device" ? WEFT_ATOMIC_SCOPE_DEVICE : WEFT_ATOMIC_SCOPE_GLOBAL);
     }
-    if (rank == 0) std::printf("atomic scope %s\n", caps.atomic_scope == WEFT_ATOMIC_SCOPE_DEVICE ? "device" : "global");
+    if (rank == 0)
+        std::printf("atomic scope %s\n", caps.atomic_scope == WEFT_ATOMIC_SCOPE_DEVICE ? "device" : "global");
 }
 
 // The owner updates a remote-atomic word of its own state window through
@@ -81,8 +83,10 @@ TEST(Verbs, BadRegistrationRangesFailEverywhere) {
         }
         weft_window_t w = nullptr;
         const weft_status_t st = weft_window_register(ctx, base, len, &w);
-        if (rank == 0) EXPECT_EQ(st, WEFT_ERR_INVALID_ARG) << "kind " << kind;
-        else EXPECT_NE(st, WEFT_OK) << "kind " << kind << ": rank 0's failure must fail the collective";
+        if (rank == 0)
+            EXPECT_EQ(st, WEFT_ERR_INVALID_ARG) << "kind " << kind;
+        else
+            EXPECT_NE(st, WEFT_OK) << "kind " << kind << ": rank 0's failure must fail the collective";
         EXPECT_EQ(w, nullptr);
         if (st == WEFT_OK) weft_window_free(w);
         if (rank != 0 || kind != 1) munmap(bad, kind == 2 && rank == 0 ? page : 2 * page);
@@ -149,8 +153,10 @@ void on_burst(void* arg, uint32_t src, const void* payload, size_t len) {
     auto* b = static_cast<Burst*>(arg);
     uint64_t seq = 0;
     std::memcpy(&seq, payload, 8);
-    if (len < 8 || src >= b->next.size() || seq != b->next[src]) b->bad = true;
-    else ++b->next[src];
+    if (len < 8 || src >= b->next.size() || seq != b->next[src])
+        b->bad = true;
+    else
+        ++b->next[src];
     ++b->received;
 }
 
@@ -211,8 +217,7 @@ TEST(Verbs, QpToDeadPeerIsReportedAsFailure) {
     }
     EXPECT_EQ(st, WEFT_ERR_PEER_FAILED) << weft_strerror(st);
     ASSERT_TRUE(progress_until([&] { return !f.peers.empty(); }, 10)) << "no failure notice";
-    std::printf("[rank %u] dead peer reported %.0f ms after the first operation\n", rank,
-                double(now_ns() - t0) / 1e6);
+    std::printf("[rank %u] dead peer reported %.0f ms after the first operation\n", rank, double(now_ns() - t0) / 1e6);
     EXPECT_EQ(f.peers.size(), 1u);
     EXPECT_EQ(f.peers[0], victim);
     int failed = 0;
@@ -223,22 +228,30 @@ TEST(Verbs, QpToDeadPeerIsReportedAsFailure) {
     EXPECT_EQ(weft_am_send(ctx, victim, 1, &v, 8), WEFT_ERR_PEER_FAILED);
     // Survivors still reach each other; a survivors-only barrier on rank 0.
     for (uint32_t t = 0; t < victim; ++t) WEFT_OK_OR_FAIL(weft_atomic_fetch_add(w, t, 64, 1, &old));
-    EXPECT_TRUE(progress_until([&] {
-        uint64_t x = 0;
-        return weft_atomic_fetch_add(w, rank, 64, 0, &x) == WEFT_OK && x == victim;
-    }, 20)) << "some survivor's fetch-add never arrived";
+    EXPECT_TRUE(progress_until(
+        [&] {
+            uint64_t x = 0;
+            return weft_atomic_fetch_add(w, rank, 64, 0, &x) == WEFT_OK && x == victim;
+        },
+        20))
+        << "some survivor's fetch-add never arrived";
     WEFT_OK_OR_FAIL(weft_atomic_fetch_add(w, 0, 128, 1, &old));
-    EXPECT_TRUE(progress_until([&] {
-        uint64_t x = 0;
-        return weft_get(w, 0, 128, &x, 8) == WEFT_OK && x == victim;
-    }, 20)) << "survivors-only barrier";
+    EXPECT_TRUE(progress_until(
+        [&] {
+            uint64_t x = 0;
+            return weft_get(w, 0, 128, &x, 8) == WEFT_OK && x == victim;
+        },
+        20))
+        << "survivors-only barrier";
     if (rank != 0) {
         WEFT_OK_OR_FAIL(weft_atomic_fetch_add(w, 0, 192, 1, &old));
     } else {
-        EXPECT_TRUE(progress_until([&] {
-            uint64_t x = 0;
-            return weft_atomic_fetch_add(w, 0, 192, 0, &x) == WEFT_OK && x == victim - 1;
-        }, 20));
+        EXPECT_TRUE(progress_until(
+            [&] {
+                uint64_t x = 0;
+                return weft_atomic_fetch_add(w, 0, 192, 0, &x) == WEFT_OK && x == victim - 1;
+            },
+            20));
     }
     EXPECT_EQ(weft_bootstrap_barrier(ctx), WEFT_ERR_PEER_FAILED);
     EXPECT_EQ(f.peers.size(), 1u) << "a failure must be reported once";

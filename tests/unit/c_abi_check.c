@@ -14,12 +14,12 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
             fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                    \
-        }                                                                  \
+            ++failures;                                                              \
+        }                                                                            \
     } while (0)
 
 int main(void) {
@@ -30,7 +30,7 @@ int main(void) {
 
     /* Every status has a text, and so does anything a C caller may pass. */
     for (s = WEFT_OK; s <= WEFT_ERR_LAST_; ++s) {
-        const char *t = weft_strerror((weft_status_t)s);
+        const char* t = weft_strerror((weft_status_t)s);
         CHECK(t != NULL && t[0] != '\0');
     }
     CHECK(weft_strerror((weft_status_t)1000) != NULL && weft_strerror((weft_status_t)1000)[0] != '\0');

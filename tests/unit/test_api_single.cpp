@@ -18,9 +18,9 @@
 namespace {
 
 void clear_launcher_env() {
-    for (const char* v : {"WEFT_BOOTSTRAP", "WEFT_SECRET", "WEFT_JOB_SIZES", "WEFT_JOB", "WEFT_RANK",
-                          "PMIX_RANK", "PMIX_NAMESPACE", "PMIX_SERVER_URI2", "PMIX_SERVER_URI3",
-                          "PMIX_SERVER_URI4", "WEFT_TRANSPORT", "WEFT_FAULT_POINTS"})
+    for (const char* v :
+         {"WEFT_BOOTSTRAP", "WEFT_SECRET", "WEFT_JOB_SIZES", "WEFT_JOB", "WEFT_RANK", "PMIX_RANK", "PMIX_NAMESPACE",
+          "PMIX_SERVER_URI2", "PMIX_SERVER_URI3", "PMIX_SERVER_URI4", "WEFT_TRANSPORT", "WEFT_FAULT_POINTS"})
         unsetenv(v);
 }
 
@@ -578,10 +578,9 @@ TEST_F(Api, StateWindowLayout) {
     uint64_t old = 1;
     ASSERT_EQ(weft_atomic_compare_swap(sw, 0, WEFT_STATE_EPOCH_OFF, 0, 5, &old), WEFT_OK);
     EXPECT_EQ(old, 0u);
-    ASSERT_EQ(weft_atomic_fetch_add(sw, 0,
-                                    WEFT_STATE_CLOCK_OFF(WEFT_STATE_COMM_SLOTS - 1, WEFT_STATE_CLOCK_TARGET),
-                                    3, &old),
-              WEFT_OK);
+    ASSERT_EQ(
+        weft_atomic_fetch_add(sw, 0, WEFT_STATE_CLOCK_OFF(WEFT_STATE_COMM_SLOTS - 1, WEFT_STATE_CLOCK_TARGET), 3, &old),
+        WEFT_OK);
     EXPECT_EQ(old, 0u);
     // The caller never frees it; the same handle every time.
     EXPECT_EQ(weft_window_free(sw), WEFT_ERR_INVALID_ARG);
@@ -599,8 +598,7 @@ TEST(StateWindowHeader, OffsetsMatchTheDocumentedLayout) {
     static_assert(WEFT_STATE_OWNER_RANK_OFF == 16 && WEFT_STATE_OWNER_PID_OFF == 24);
     static_assert(WEFT_STATE_HEARTBEAT_OFF % WEFT_STATE_LINE == 0);
     static_assert(WEFT_STATE_CLOCKS_OFF % WEFT_STATE_LINE == 0);
-    static_assert(WEFT_STATE_CLOCK_OFF(WEFT_STATE_COMM_SLOTS - 1, WEFT_STATE_CLOCK_TARGET) + 8 <=
-                  WEFT_STATE_SIZE);
+    static_assert(WEFT_STATE_CLOCK_OFF(WEFT_STATE_COMM_SLOTS - 1, WEFT_STATE_CLOCK_TARGET) + 8 <= WEFT_STATE_SIZE);
     EXPECT_EQ(WEFT_STATE_SIZE % WEFT_STATE_LINE, 0);
 }
 
@@ -749,7 +747,9 @@ TEST_F(Api, WaitTimesOutWithNothingPending) {
 }
 
 TEST_F(Api, PeerFailureHandlerCanBeSet) {
-    EXPECT_EQ(weft_set_peer_failure_handler(ctx, [](void*, uint32_t) {}, nullptr), WEFT_OK);
+    EXPECT_EQ(weft_set_peer_failure_handler(
+                  ctx, [](void*, uint32_t) {}, nullptr),
+              WEFT_OK);
     EXPECT_EQ(weft_set_peer_failure_handler(ctx, nullptr, nullptr), WEFT_OK);
 }
 

@@ -69,8 +69,8 @@ TEST(ParseJobSizes, ExactlyMaxJobs) {
 TEST(ParseJobSizes, Bad) {
     std::vector<uint32_t> v;
     EXPECT_FALSE(parse_job_sizes(nullptr, v));
-    for (const char* bad : {"", "0", "4,0", ",4", "4,", "4,,2", "a", "4a", "4 ,2", "4;2",
-                            "1048577", "99999999999999999999999", "4,2,", "0x10", "4.0"}) {
+    for (const char* bad : {"", "0", "4,0", ",4", "4,", "4,,2", "a", "4a", "4 ,2", "4;2", "1048577",
+                            "99999999999999999999999", "4,2,", "0x10", "4.0"}) {
         v = {7};
         EXPECT_FALSE(parse_job_sizes(bad, v)) << '"' << bad << '"';
     }
@@ -80,8 +80,7 @@ TEST(ParseJobSizes, SignsAndSpacesAreRejected) {
     // "false on anything else" than "4,2": strtoul would skip spaces, accept
     // a sign and wrap a negative number ("-18446744073709551615" is 1).
     std::vector<uint32_t> v;
-    for (const char* bad : {"-1", "-18446744073709551615", "4,-18446744073709551615", "+4",
-                            " 4", "4, 2", "\t4"}) {
+    for (const char* bad : {"-1", "-18446744073709551615", "4,-18446744073709551615", "+4", " 4", "4, 2", "\t4"}) {
         EXPECT_FALSE(parse_job_sizes(bad, v)) << '"' << bad << '"';
     }
 }
@@ -158,8 +157,8 @@ TEST(EnvU64, UnsetOrEmptyFallsBack) {
 
 TEST(EnvU64, BadValuesFallBack) {
     ScopedEnv quiet("WEFT_LOG", "error");  // the warnings are expected
-    for (const char* bad : {"abc", "12abc", "12 ", "1.5", "0x", "0xZZ", "18446744073709551616",
-                            "99999999999999999999999", "--1", "+"}) {
+    for (const char* bad :
+         {"abc", "12abc", "12 ", "1.5", "0x", "0xZZ", "18446744073709551616", "99999999999999999999999", "--1", "+"}) {
         ScopedEnv e("WEFT_UNIT_TEST_U64", bad);
         EXPECT_EQ(weft::env_u64("WEFT_UNIT_TEST_U64", 42), 42u) << '"' << bad << '"';
     }

@@ -15,9 +15,9 @@
 namespace {
 
 void clear_launcher_env() {
-    for (const char* v : {"WEFT_BOOTSTRAP", "WEFT_SECRET", "WEFT_JOB_SIZES", "WEFT_JOB", "WEFT_RANK", "PMIX_RANK",
-                          "PMIX_NAMESPACE", "PMIX_SERVER_URI2", "PMIX_SERVER_URI3", "PMIX_SERVER_URI4",
-                          "WEFT_TRANSPORT", "WEFT_FAULT_POINTS"})
+    for (const char* v :
+         {"WEFT_BOOTSTRAP", "WEFT_SECRET", "WEFT_JOB_SIZES", "WEFT_JOB", "WEFT_RANK", "PMIX_RANK", "PMIX_NAMESPACE",
+          "PMIX_SERVER_URI2", "PMIX_SERVER_URI3", "PMIX_SERVER_URI4", "WEFT_TRANSPORT", "WEFT_FAULT_POINTS"})
         unsetenv(v);
 }
 
@@ -42,7 +42,9 @@ protected:
         ASSERT_EQ(weft_comm_world(ctx, &world), WEFT_OK);
     }
     void TearDown() override {
-        if (ctx) { EXPECT_EQ(weft_finalize(ctx), WEFT_OK); }
+        if (ctx) {
+            EXPECT_EQ(weft_finalize(ctx), WEFT_OK);
+        }
     }
     // A call that fails on comm: a send to a rank outside it.
     static weft_status_t failing_call(weft_comm_t comm) {
@@ -161,8 +163,10 @@ TEST(ErrHandlerThreads, FailuresOnManyThreadsWhileTheHandlerChanges) {
                 uint64_t v = 0;
                 const weft_status_t st = weft_send(world, &v, 1, WEFT_UINT64, 5, 0);  // rank 5: no such rank
                 calls.fetch_add(1);
-                if (st == WEFT_ERR_TIMEOUT) replaced.fetch_add(1);
-                else if (st != WEFT_ERR_INVALID_RANK) unexpected.fetch_add(1);
+                if (st == WEFT_ERR_TIMEOUT)
+                    replaced.fetch_add(1);
+                else if (st != WEFT_ERR_INVALID_RANK)
+                    unexpected.fetch_add(1);
             }
         });
     bool ok = true;

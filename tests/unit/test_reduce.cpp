@@ -18,13 +18,26 @@ template <typename T>
 T reference(weft_op_t op, T a, T b) {
     switch (op) {
         case WEFT_OP_SUM:
-            if constexpr (std::is_integral_v<T>) return T(std::make_unsigned_t<T>(a) + std::make_unsigned_t<T>(b));
-            else return a + b;
-        case WEFT_OP_MIN: return std::min(a, b);
-        case WEFT_OP_MAX: return std::max(a, b);
-        case WEFT_OP_BAND: if constexpr (std::is_integral_v<T>) return a & b; else return 0;
-        case WEFT_OP_BOR: if constexpr (std::is_integral_v<T>) return a | b; else return 0;
-        default: return 0;
+            if constexpr (std::is_integral_v<T>)
+                return T(std::make_unsigned_t<T>(a) + std::make_unsigned_t<T>(b));
+            else
+                return a + b;
+        case WEFT_OP_MIN:
+            return std::min(a, b);
+        case WEFT_OP_MAX:
+            return std::max(a, b);
+        case WEFT_OP_BAND:
+            if constexpr (std::is_integral_v<T>)
+                return a & b;
+            else
+                return 0;
+        case WEFT_OP_BOR:
+            if constexpr (std::is_integral_v<T>)
+                return a | b;
+            else
+                return 0;
+        default:
+            return 0;
     }
 }
 

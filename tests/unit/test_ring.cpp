@@ -57,9 +57,7 @@ public:
     RingControl* ctl() { return reinterpret_cast<RingControl*>(mem_); }
     uint8_t* data() { return mem_ + sizeof(RingControl); }
     uint64_t capacity() const { return cap_; }
-    std::vector<uint8_t> snapshot() const {
-        return std::vector<uint8_t>(mem_, mem_ + weft::shm::ring_bytes(cap_));
-    }
+    std::vector<uint8_t> snapshot() const { return std::vector<uint8_t>(mem_, mem_ + weft::shm::ring_bytes(cap_)); }
 
 private:
     uint64_t cap_;
@@ -113,8 +111,7 @@ void expect_record(const Record& r, const Expected& e) {
     if (e.len) {
         ASSERT_NE(r.payload, nullptr);
     }
-    for (size_t i = 0; i < e.len; ++i)
-        ASSERT_EQ(r.payload[i], pattern(e.seq, i)) << "seq " << e.seq << " byte " << i;
+    for (size_t i = 0; i < e.len; ++i) ASSERT_EQ(r.payload[i], pattern(e.seq, i)) << "seq " << e.seq << " byte " << i;
 }
 
 }  // namespace
@@ -151,8 +148,8 @@ TEST(Ring, InOrderRandomSizesAcrossManyWraps) {
                 const uint16_t id = static_cast<uint16_t>(rng());
                 const uint64_t aux = rng();
                 const auto type = static_cast<RecordType>(1 + rng() % 3);
-                if (!p.try_push(type, id, aux, pl.data(), static_cast<uint32_t>(split),
-                                pl.data() + split, static_cast<uint32_t>(len - split)))
+                if (!p.try_push(type, id, aux, pl.data(), static_cast<uint32_t>(split), pl.data() + split,
+                                static_cast<uint32_t>(len - split)))
                     break;
                 inflight.push_back({seq, id, aux, type, len});
                 bytes += len;
@@ -190,8 +187,8 @@ TEST(Ring, FullRingReturnsFalseAndWritesNothing) {
     const std::vector<uint8_t> before = g.snapshot();
     // Every size, including ones that would need a pad record first.
     for (uint32_t len = 0; len <= p.max_payload(); len += 8)
-        EXPECT_FALSE(p.try_push(RecordType::eager, 9, 9, pl.data(), len < 100 ? len : 100,
-                                pl.data(), len < 100 ? 0 : len - 100))
+        EXPECT_FALSE(
+            p.try_push(RecordType::eager, 9, 9, pl.data(), len < 100 ? len : 100, pl.data(), len < 100 ? 0 : len - 100))
             << len;
     EXPECT_EQ(g.snapshot(), before);
     // Space comes back once the consumer takes a record.
@@ -246,8 +243,7 @@ TEST(Ring, TwoPiecePayloads) {
     struct Split {
         uint32_t a, b;
     };
-    for (Split s : {Split{300, 0}, Split{0, 300}, Split{1, 299}, Split{150, 150}, Split{299, 1},
-                    Split{0, 0}}) {
+    for (Split s : {Split{300, 0}, Split{0, 300}, Split{1, 299}, Split{150, 150}, Split{299, 1}, Split{0, 0}}) {
         const uint8_t* b = whole.data() + s.a;
         ASSERT_TRUE(p.try_push(RecordType::eager, 1, s.a, whole.data(), s.a, b, s.b));
         ASSERT_TRUE(c.poll(scratch, r));
@@ -396,8 +392,7 @@ TEST(RingCorruption, RecordRunningPastEndOfRingIsReported) {
     h.len = 64;
     std::memcpy(g.data() + 1024 - 16, &h, sizeof h);
     g.ctl()->head.store(1024);
-    const std::string err = run_in_child(
-        [&] { return drain_expect_corruption(c, g.ctl(), g.capacity()); }, 10);
+    const std::string err = run_in_child([&] { return drain_expect_corruption(c, g.ctl(), g.capacity()); }, 10);
     EXPECT_EQ(err, "");
 }
 
@@ -416,8 +411,7 @@ TEST(RingCorruption, HeadFarAheadOfTailIsReportedInBoundedTime) {
     std::memcpy(g.data(), &pad, sizeof pad);
     g.ctl()->head.store(uint64_t(1) << 62);
     RingConsumer c(g.ring(), g.capacity());
-    const std::string err = run_in_child(
-        [&] { return drain_expect_corruption(c, g.ctl(), g.capacity()); }, 10);
+    const std::string err = run_in_child([&] { return drain_expect_corruption(c, g.ctl(), g.capacity()); }, 10);
     EXPECT_EQ(err, "") << "RingConsumer::poll trusts head - tail without bounding it by the capacity";
 }
 
@@ -427,8 +421,7 @@ TEST(RingCorruption, UnalignedTailDoesNotReadOutsideRing) {
     g.ctl()->tail.store(1024 - 8);  // the header read would straddle the end
     g.ctl()->head.store(1024 + 64);
     RingConsumer c(g.ring(), g.capacity());
-    const std::string err = run_in_child(
-        [&] { return drain_expect_corruption(c, g.ctl(), g.capacity()); }, 10);
+    const std::string err = run_in_child([&] { return drain_expect_corruption(c, g.ctl(), g.capacity()); }, 10);
     EXPECT_EQ(err, "") << "RingConsumer::poll reads a 16-byte header at tail without checking alignment";
 }
 

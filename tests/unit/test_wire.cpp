@@ -135,7 +135,7 @@ struct SocketPair {
     }
 };
 
-weft::Deadline soon() { return weft::Deadline::after_ns(5'000'000'000ull); }  // 5 s: "never"
+weft::Deadline soon() { return weft::Deadline::after_ns(5'000'000'000ull); }         // 5 s: "never"
 weft::Deadline short_deadline() { return weft::Deadline::after_ns(50'000'000ull); }  // 50 ms
 
 }  // namespace
@@ -311,8 +311,7 @@ TEST(WireTruncation, EveryHeaderPrefixIsRejected) {
     for (const Sample& s : samples()) {
         for (size_t n = 0; n < wire::header_size; ++n) {
             wire::Header h{};
-            EXPECT_EQ(wire::decode_header(Span(s.frame.data(), n), h), WEFT_ERR_PROTOCOL)
-                << s.name << " prefix " << n;
+            EXPECT_EQ(wire::decode_header(Span(s.frame.data(), n), h), WEFT_ERR_PROTOCOL) << s.name << " prefix " << n;
         }
     }
 }
@@ -363,8 +362,7 @@ TEST(WireTruncation, EveryFramePrefixOverSocketFailsWithBootstrap) {
             sp.close_end(0);
             wire::Header h{};
             Bytes payload;
-            EXPECT_EQ(wire::recv_frame(sp.fd[1], h, payload, soon()), WEFT_ERR_BOOTSTRAP)
-                << s.name << " prefix " << n;
+            EXPECT_EQ(wire::recv_frame(sp.fd[1], h, payload, soon()), WEFT_ERR_BOOTSTRAP) << s.name << " prefix " << n;
         }
     }
 }

@@ -53,8 +53,10 @@ int main(int argc, char** argv) {
         std::string why;
         const weft_status_t st = b.viable(why);
         if (&b == weft::find_backend("verbs")) verbs_here = st == WEFT_OK;
-        if (st == WEFT_OK) std::printf("  %-6s built, viable (%s)\n", b.name, why.c_str());
-        else std::printf("  %-6s built, not viable: %s\n", b.name, why.c_str());
+        if (st == WEFT_OK)
+            std::printf("  %-6s built, viable (%s)\n", b.name, why.c_str());
+        else
+            std::printf("  %-6s built, not viable: %s\n", b.name, why.c_str());
     }
     // What auto picks for a job of this build on hosts like this one.
     const weft::BackendEntry* several = weft::auto_backend(false, verbs_here);
@@ -65,8 +67,9 @@ int main(int argc, char** argv) {
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {
         std::printf("topology: %d package(s), %d NUMA node(s), %d core(s), %d PU(s)\n",
-                    hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE), hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE),
-                    hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE), hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU));
+                    hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE),
+                    hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE), hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE),
+                    hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU));
         hwloc_topology_destroy(topo);
     }
 

@@ -40,10 +40,10 @@ struct Proc {
     uint32_t job = 0, rank = 0, universe = 0;
     pid_t pid = -1;
     bool exited = false;
-    bool expected_death = false;  // the victim of an injected fault
+    bool expected_death = false;    // the victim of an injected fault
     bool stopped_by_fault = false;  // its peers may fence it with SIGKILL
-    int status = 0;               // waitpid status once exited
-    int conn = -1;                // index into connections, -1 if none
+    int status = 0;                 // waitpid status once exited
+    int conn = -1;                  // index into connections, -1 if none
 };
 
 // It exited with status 0 (after weft_finalize): departed, not failed.
@@ -125,7 +125,7 @@ private:
     sigset_t old_mask_;
     hwloc_topology_t topo_ = nullptr;
     int exit_code_ = 0;
-    bool failed_ = false;   // an unexpected failure happened
+    bool failed_ = false;  // an unexpected failure happened
     bool timed_out_ = false;
 };
 
@@ -186,12 +186,9 @@ void Launcher::spawn(uint32_t index) {
     // Prepare everything before fork: the child only calls async-signal-safe
     // functions (and hwloc's binding, which only issues a syscall).
     std::vector<std::string> env_strings = {
-        "WEFT_BOOTSTRAP=unix:" + address_,
-        std::string("WEFT_SECRET=") + secret_hex_,
-        "WEFT_JOB=" + std::to_string(p.job),
-        "WEFT_RANK=" + std::to_string(p.rank),
-        "WEFT_SIZE=" + std::to_string(job.size),
-        "WEFT_JOB_SIZES=" + sizes,
+        "WEFT_BOOTSTRAP=unix:" + address_,       std::string("WEFT_SECRET=") + secret_hex_,
+        "WEFT_JOB=" + std::to_string(p.job),     "WEFT_RANK=" + std::to_string(p.rank),
+        "WEFT_SIZE=" + std::to_string(job.size), "WEFT_JOB_SIZES=" + sizes,
     };
     if (!opt_.transport.empty()) env_strings.push_back("WEFT_TRANSPORT=" + opt_.transport);
     if (!points.empty()) env_strings.push_back("WEFT_FAULT_POINTS=" + points);
@@ -414,8 +411,8 @@ void Launcher::process_frame(size_t ci, const wire::Header& h, std::span<const u
             return;
         }
     }
-    std::fprintf(stderr, "weft-run: job %u rank %u sent a malformed frame (type %u); closing it\n",
-                 procs_[c.proc].job, procs_[c.proc].rank, static_cast<unsigned>(h.type));
+    std::fprintf(stderr, "weft-run: job %u rank %u sent a malformed frame (type %u); closing it\n", procs_[c.proc].job,
+                 procs_[c.proc].rank, static_cast<unsigned>(h.type));
     close_conn(ci);
 }
 
@@ -444,8 +441,7 @@ void Launcher::on_readable(size_t ci) {
         Conn& c = conns_[ci];
         if (c.fd < 0 || c.in.size() < wire::header_size) return;
         wire::Header h;
-        if (wire::decode_header(c.in, h) != WEFT_OK ||
-            (c.proc < 0 && h.length > wire::secret_size + 64)) {
+        if (wire::decode_header(c.in, h) != WEFT_OK || (c.proc < 0 && h.length > wire::secret_size + 64)) {
             std::fprintf(stderr, "weft-run: corrupted bootstrap frame on a connection%s; closing it\n",
                          c.proc < 0 ? " (before hello)" : "");
             close_conn(ci);
@@ -488,8 +484,7 @@ void Launcher::reap() {
             p.status = status;
             const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            if (!ok && p.expected_death && opt_.keep_survivors && WIFSIGNALED(status) &&
-                WTERMSIG(status) == SIGKILL) {
+            if (!ok && p.expected_death && opt_.keep_survivors && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
                 say("job %u rank %u was killed as the fault asked", p.job, p.rank);
             } else if (!ok && p.stopped_by_fault && opt_.keep_survivors && WIFSIGNALED(status) &&
                        WTERMSIG(status) == SIGKILL) {
@@ -498,11 +493,11 @@ void Launcher::reap() {
                 say("job %u rank %u was killed after its stop (fenced by its peers)", p.job, p.rank);
             } else if (!ok) {
                 if (WIFSIGNALED(status))
-                    std::fprintf(stderr, "weft-run: job %u rank %u (pid %d) killed by signal %d (%s)\n", p.job,
-                                 p.rank, static_cast<int>(pid), WTERMSIG(status), strsignal(WTERMSIG(status)));
+                    std::fprintf(stderr, "weft-run: job %u rank %u (pid %d) killed by signal %d (%s)\n", p.job, p.rank,
+                                 static_cast<int>(pid), WTERMSIG(status), strsignal(WTERMSIG(status)));
                 else
-                    std::fprintf(stderr, "weft-run: job %u rank %u (pid %d) exited with status %d\n", p.job,
-                                 p.rank, static_cast<int>(pid), code);
+                    std::fprintf(stderr, "weft-run: job %u rank %u (pid %d) exited with status %d\n", p.job, p.rank,
+                                 static_cast<int>(pid), code);
                 if (!failed_ && !timed_out_) {
                     failed_ = true;
                     exit_code_ = code;
@@ -594,7 +589,9 @@ void Launcher::loop() {
                 kill_all(SIGCONT);
             } else if (!procs_[t.proc].exited) {
                 std::fprintf(stderr, "weft-run: fault: %s job %u rank %u (pid %d)\n",
-                             t.sig == SIGKILL ? "SIGKILL" : t.sig == SIGSTOP ? "SIGSTOP" : "SIGCONT",
+                             t.sig == SIGKILL   ? "SIGKILL"
+                             : t.sig == SIGSTOP ? "SIGSTOP"
+                                                : "SIGCONT",
                              procs_[t.proc].job, procs_[t.proc].rank, static_cast<int>(procs_[t.proc].pid));
                 kill(procs_[t.proc].pid, t.sig);
             }

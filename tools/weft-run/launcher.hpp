@@ -20,22 +20,22 @@ struct FaultSpec {
     FaultAction action = FaultAction::kill;
     uint32_t job = 0;
     uint32_t rank = 0;
-    double after_s = -1;   // timed: signal after this many seconds
-    double for_s = -1;     // stop only: SIGCONT after this many seconds
-    std::string at;        // fault point name (the rank signals itself)
+    double after_s = -1;  // timed: signal after this many seconds
+    double for_s = -1;    // stop only: SIGCONT after this many seconds
+    std::string at;       // fault point name (the rank signals itself)
     uint64_t count = 1;
 };
 
 struct Options {
     std::vector<JobSpec> jobs;
     std::vector<FaultSpec> faults;
-    std::string transport;     // exported as WEFT_TRANSPORT when set
-    double timeout_s = 0;      // 0: none
+    std::string transport;  // exported as WEFT_TRANSPORT when set
+    double timeout_s = 0;   // 0: none
     bool keep_survivors = false;
     bool bind = true;
     bool verbose = false;
-    int drain_signal = 0;      // --drain-on: this signal asks the job for a drain
-    bool help = false;         // -h / --help: print usage() to stdout, run nothing
+    int drain_signal = 0;  // --drain-on: this signal asks the job for a drain
+    bool help = false;     // -h / --help: print usage() to stdout, run nothing
 };
 
 // Parses argv; on error prints a message (and the usage) to stderr and

@@ -51,7 +51,7 @@ void usage(std::FILE* out) {
 
 int parse_signal(const std::string& text) {
     static const std::pair<const char*, int> names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
-                                                         {"INT", SIGINT},  {"TERM", SIGTERM}, {"QUIT", SIGQUIT}};
+                                                        {"INT", SIGINT},   {"TERM", SIGTERM}, {"QUIT", SIGQUIT}};
     std::string t = text.rfind("SIG", 0) == 0 ? text.substr(3) : text;
     for (auto [name, sig] : names)
         if (t == name) return sig;
@@ -211,8 +211,8 @@ bool parse_options(int argc, char** argv, Options& opt) {
     }
     for (const auto& f : opt.faults) {
         if (f.job >= opt.jobs.size() || f.rank >= opt.jobs[f.job].size) {
-            std::fprintf(stderr, "weft-run: fault names job %u rank %u, which the launch does not have\n",
-                         f.job, f.rank);
+            std::fprintf(stderr, "weft-run: fault names job %u rank %u, which the launch does not have\n", f.job,
+                         f.rank);
             return false;
         }
     }

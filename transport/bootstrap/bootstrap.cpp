@@ -42,10 +42,14 @@ bool parse_secret(const char* hex, uint8_t out[wire::secret_size]) {
         for (int k = 0; k < 2; ++k) {
             char c = hex[2 * i + k];
             v <<= 4;
-            if (c >= '0' && c <= '9') v |= unsigned(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
-            else return false;
+            if (c >= '0' && c <= '9')
+                v |= unsigned(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                v |= unsigned(c - 'a' + 10);
+            else if (c >= 'A' && c <= 'F')
+                v |= unsigned(c - 'A' + 10);
+            else
+                return false;
         }
         out[i] = static_cast<uint8_t>(v);
     }
@@ -57,8 +61,8 @@ namespace {
 class SingletonBootstrap final : public Bootstrap {
 public:
     const char* name() const override { return "singleton"; }
-    Status exchange(wire::Scope, std::span<const uint8_t> mine,
-                    std::vector<std::vector<uint8_t>>& all, Deadline) override {
+    Status exchange(wire::Scope, std::span<const uint8_t> mine, std::vector<std::vector<uint8_t>>& all,
+                    Deadline) override {
         all.assign(1, std::vector<uint8_t>(mine.begin(), mine.end()));
         return WEFT_OK;
     }
@@ -71,8 +75,8 @@ public:
     }
     const char* name() const override { return "weft-run"; }
 
-    Status connect_to(const std::string& address, const uint8_t secret[wire::secret_size],
-                      uint32_t job, uint32_t rank, std::vector<uint32_t> sizes) {
+    Status connect_to(const std::string& address, const uint8_t secret[wire::secret_size], uint32_t job, uint32_t rank,
+                      std::vector<uint32_t> sizes) {
         job_ = job;
         rank_ = rank;
         job_sizes_ = std::move(sizes);
@@ -86,8 +90,7 @@ public:
         std::memcpy(sa.sun_path + 1, address.data() + 1, address.size() - 1);
         socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
         if (::connect(fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0)
-            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "connect to launcher %s: %s", address.c_str(),
-                             std::strerror(errno));
+            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "connect to launcher %s: %s", address.c_str(), std::strerror(errno));
         wire::Hello h{};
         std::memcpy(h.secret, secret, wire::secret_size);
         h.job = job;
@@ -114,8 +117,8 @@ public:
         return WEFT_OK;
     }
 
-    Status exchange(wire::Scope scope, std::span<const uint8_t> mine,
-                    std::vector<std::vector<uint8_t>>& all, Deadline d) override {
+    Status exchange(wire::Scope scope, std::span<const uint8_t> mine, std::vector<std::vector<uint8_t>>& all,
+                    Deadline d) override {
         uint32_t seq = ++seq_[static_cast<int>(scope)];
         std::vector<uint8_t> out;
         wire::encode_exchange(out, seq, scope, mine);
@@ -147,8 +150,7 @@ public:
             if (st != WEFT_OK) return WEFT_FAIL(st, "corrupted exchange result from launcher");
             uint32_t want = scope == wire::Scope::job ? size() : universe_size();
             if (blobs.size() != want)
-                return WEFT_FAIL(WEFT_ERR_PROTOCOL, "exchange result has %zu entries, want %u",
-                                 blobs.size(), want);
+                return WEFT_FAIL(WEFT_ERR_PROTOCOL, "exchange result has %zu entries, want %u", blobs.size(), want);
             all.clear();
             for (auto b : blobs) all.emplace_back(b.begin(), b.end());
             return WEFT_OK;
@@ -194,8 +196,8 @@ Status make_socket_bootstrap(std::unique_ptr<Bootstrap>& out) {
     if (job >= sizes.size() || rank >= sizes[job])
         return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "WEFT_JOB/WEFT_RANK outside WEFT_JOB_SIZES");
     auto b = std::make_unique<SocketBootstrap>();
-    Status st = b->connect_to(addr.substr(5), secret, static_cast<uint32_t>(job),
-                              static_cast<uint32_t>(rank), std::move(sizes));
+    Status st = b->connect_to(addr.substr(5), secret, static_cast<uint32_t>(job), static_cast<uint32_t>(rank),
+                              std::move(sizes));
     if (st != WEFT_OK) return st;
     out = std::move(b);
     return WEFT_OK;

@@ -45,8 +45,8 @@ public:
     // All-gather: every member of `scope` contributes `mine`; on success
     // `all` holds every contribution, in rank order (job scope) or universe
     // order. Fails (never hangs past the deadline) when a member dies.
-    virtual Status exchange(wire::Scope scope, std::span<const uint8_t> mine,
-                            std::vector<std::vector<uint8_t>>& all, Deadline deadline) = 0;
+    virtual Status exchange(wire::Scope scope, std::span<const uint8_t> mine, std::vector<std::vector<uint8_t>>& all,
+                            Deadline deadline) = 0;
 
     // While an exchange waits, the transport must keep progressing: over
     // UCX/tcp a peer's puts and emulated atomics complete only while we do,

@@ -24,8 +24,7 @@ public:
 
     Status init() {
         pmix_status_t rc = PMIx_Init(&me_, nullptr, 0);
-        if (rc != PMIX_SUCCESS)
-            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Init: %s", PMIx_Error_string(rc));
+        if (rc != PMIX_SUCCESS) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Init: %s", PMIx_Error_string(rc));
         initialized_ = true;
         pmix_proc_t wildcard;
         PMIX_PROC_CONSTRUCT(&wildcard);
@@ -36,9 +35,12 @@ public:
         if (rc != PMIX_SUCCESS || !val)
             return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Get(JOB_SIZE): %s", PMIx_Error_string(rc));
         uint32_t size = 0;
-        if (val->type == PMIX_UINT32) size = val->data.uint32;
-        else if (val->type == PMIX_INT) size = static_cast<uint32_t>(val->data.integer);
-        else if (val->type == PMIX_UINT64) size = static_cast<uint32_t>(val->data.uint64);
+        if (val->type == PMIX_UINT32)
+            size = val->data.uint32;
+        else if (val->type == PMIX_INT)
+            size = static_cast<uint32_t>(val->data.integer);
+        else if (val->type == PMIX_UINT64)
+            size = static_cast<uint32_t>(val->data.uint64);
         PMIX_VALUE_RELEASE(val);
         if (size == 0 || me_.rank >= size)
             return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx job size %u / rank %u make no sense", size, me_.rank);
@@ -48,8 +50,8 @@ public:
         return WEFT_OK;
     }
 
-    Status exchange(wire::Scope scope, std::span<const uint8_t> mine,
-                    std::vector<std::vector<uint8_t>>& all, Deadline deadline) override {
+    Status exchange(wire::Scope scope, std::span<const uint8_t> mine, std::vector<std::vector<uint8_t>>& all,
+                    Deadline deadline) override {
         char key[PMIX_MAX_KEYLEN + 1];
         std::snprintf(key, sizeof key, "weft.%u.%u", static_cast<unsigned>(scope), ++seq_);
         pmix_value_t v;
@@ -80,11 +82,14 @@ public:
         // Heap-allocated: on a timeout the callback may still fire later, so
         // the record is then deliberately left alive.
         auto* fence = new FenceDone;
-        rc = PMIx_Fence_nb(&wildcard, 1, &info, 1, [](pmix_status_t status, void* arg) {
-            auto* f = static_cast<FenceDone*>(arg);
-            f->status.store(status);
-            f->done.store(1, std::memory_order_release);
-        }, fence);
+        rc = PMIx_Fence_nb(
+            &wildcard, 1, &info, 1,
+            [](pmix_status_t status, void* arg) {
+                auto* f = static_cast<FenceDone*>(arg);
+                f->status.store(status);
+                f->done.store(1, std::memory_order_release);
+            },
+            fence);
         PMIX_INFO_DESTRUCT(&info);
         if (rc == PMIX_OPERATION_SUCCEEDED) {
             fence->done.store(1);
@@ -111,8 +116,7 @@ public:
             rc = PMIx_Get(&p, key, nullptr, 0, &got);
             if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
                 if (got) PMIX_VALUE_RELEASE(got);
-                return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Get(%s) from rank %u: %s", key, r,
-                                 PMIx_Error_string(rc));
+                return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Get(%s) from rank %u: %s", key, r, PMIx_Error_string(rc));
             }
             const auto* b = reinterpret_cast<const uint8_t*>(got->data.bo.bytes);
             all[r].assign(b, b + got->data.bo.size);
@@ -143,8 +147,7 @@ Status make_pmix_bootstrap(std::unique_ptr<Bootstrap>& out) {
 
 namespace weft {
 Status make_pmix_bootstrap(std::unique_ptr<Bootstrap>&) {
-    return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
-                     "launched by PMIx, but this weft was built without PMIx (WEFT_ENABLE_PMIX)");
+    return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "launched by PMIx, but this weft was built without PMIx (WEFT_ENABLE_PMIX)");
 }
 }  // namespace weft
 #endif

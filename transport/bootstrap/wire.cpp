@@ -40,8 +40,7 @@ void encode_welcome(std::vector<uint8_t>& out) {
     finish(out, lp);
 }
 
-void encode_exchange(std::vector<uint8_t>& out, uint32_t seq, Scope scope,
-                     std::span<const uint8_t> blob) {
+void encode_exchange(std::vector<uint8_t>& out, uint32_t seq, Scope scope, std::span<const uint8_t> blob) {
     size_t lp;
     begin(out, Type::exchange, seq, lp);
     out.push_back(static_cast<uint8_t>(scope));
@@ -49,8 +48,7 @@ void encode_exchange(std::vector<uint8_t>& out, uint32_t seq, Scope scope,
     finish(out, lp);
 }
 
-void encode_exchange_result(std::vector<uint8_t>& out, uint32_t seq,
-                            const std::vector<std::vector<uint8_t>>& blobs) {
+void encode_exchange_result(std::vector<uint8_t>& out, uint32_t seq, const std::vector<std::vector<uint8_t>>& blobs) {
     size_t lp;
     begin(out, Type::exchange_result, seq, lp);
     put_u32(out, static_cast<uint32_t>(blobs.size()));
@@ -112,8 +110,7 @@ Status decode_exchange(std::span<const uint8_t> p, Exchange& e) {
     return WEFT_OK;
 }
 
-Status decode_exchange_result(std::span<const uint8_t> p,
-                              std::vector<std::span<const uint8_t>>& blobs) {
+Status decode_exchange_result(std::span<const uint8_t> p, std::vector<std::span<const uint8_t>>& blobs) {
     if (p.size() < 4) return WEFT_ERR_PROTOCOL;
     uint32_t n = get_u32(p.data());
     // Each entry needs at least its 4-byte length: reject absurd counts

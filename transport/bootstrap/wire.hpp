@@ -68,20 +68,16 @@ struct PeerFailed {
 // Encoders append a whole frame (header + payload) to `out`.
 void encode_hello(std::vector<uint8_t>& out, const Hello& h);
 void encode_welcome(std::vector<uint8_t>& out);
-void encode_exchange(std::vector<uint8_t>& out, uint32_t seq, Scope scope,
-                     std::span<const uint8_t> blob);
-void encode_exchange_result(std::vector<uint8_t>& out, uint32_t seq,
-                            const std::vector<std::vector<uint8_t>>& blobs);
-void encode_error(std::vector<uint8_t>& out, uint32_t seq, Status status, std::string_view text,
-                  bool departed = false);
+void encode_exchange(std::vector<uint8_t>& out, uint32_t seq, Scope scope, std::span<const uint8_t> blob);
+void encode_exchange_result(std::vector<uint8_t>& out, uint32_t seq, const std::vector<std::vector<uint8_t>>& blobs);
+void encode_error(std::vector<uint8_t>& out, uint32_t seq, Status status, std::string_view text, bool departed = false);
 void encode_peer_failed(std::vector<uint8_t>& out, const PeerFailed& p);
 
 // Decoders: `bytes` is exactly one payload (header already consumed).
 Status decode_header(std::span<const uint8_t> bytes, Header& h);
 Status decode_hello(std::span<const uint8_t> payload, Hello& h);
 Status decode_exchange(std::span<const uint8_t> payload, Exchange& e);
-Status decode_exchange_result(std::span<const uint8_t> payload,
-                              std::vector<std::span<const uint8_t>>& blobs);
+Status decode_exchange_result(std::span<const uint8_t> payload, std::vector<std::span<const uint8_t>>& blobs);
 Status decode_error(std::span<const uint8_t> payload, ErrorMsg& e);
 Status decode_peer_failed(std::span<const uint8_t> payload, PeerFailed& p);
 

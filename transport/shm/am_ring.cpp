@@ -16,8 +16,8 @@ RingProducer::RingProducer(void* ring, uint64_t capacity)
     tail_cache_ = ctl_->tail.load(std::memory_order_acquire);
 }
 
-bool RingProducer::try_push(RecordType type, uint16_t id, uint64_t aux, const void* a,
-                            uint32_t alen, const void* b, uint32_t blen) {
+bool RingProducer::try_push(RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen, const void* b,
+                            uint32_t blen) {
     const uint64_t len = uint64_t(alen) + blen;
     const uint64_t need = sizeof(RecordHeader) + round_up(len, record_align);
     if (need > capacity_ / 2) return false;  // caller checks max_payload()
@@ -30,8 +30,8 @@ bool RingProducer::try_push(RecordType type, uint16_t id, uint64_t aux, const vo
     }
     uint64_t h = head_;
     if (need > to_end) {
-        RecordHeader pad{static_cast<uint32_t>(to_end - sizeof(RecordHeader)),
-                         static_cast<uint16_t>(RecordType::pad), 0, 0};
+        RecordHeader pad{static_cast<uint32_t>(to_end - sizeof(RecordHeader)), static_cast<uint16_t>(RecordType::pad),
+                         0, 0};
         std::memcpy(data_ + pos, &pad, sizeof pad);
         h += to_end;
     }
@@ -72,9 +72,8 @@ bool RingConsumer::poll(std::vector<uint8_t>& scratch, Record& out) {
             (hdr.type == static_cast<uint16_t>(RecordType::pad) && need != capacity_ - pos)) {
             // Only a bug or a foreign writer gets here. Drop everything
             // published so far rather than read out of bounds.
-            WEFT_LOG(error, "shm ring: corrupted record (len %u type %u at %llu); dropping %llu bytes",
-                     hdr.len, hdr.type, static_cast<unsigned long long>(tail_),
-                     static_cast<unsigned long long>(head - tail_));
+            WEFT_LOG(error, "shm ring: corrupted record (len %u type %u at %llu); dropping %llu bytes", hdr.len,
+                     hdr.type, static_cast<unsigned long long>(tail_), static_cast<unsigned long long>(head - tail_));
             tail_ = head;
             ctl_->tail.store(tail_, std::memory_order_release);
             out.header = RecordHeader{0, 0, 0, 0};

@@ -52,8 +52,8 @@ public:
     uint64_t max_payload() const { return capacity_ / 2 - sizeof(RecordHeader); }
     // Publishes one record made of two payload pieces (either may be empty).
     // False when the ring lacks space now; nothing is written then.
-    bool try_push(RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen,
-                  const void* b = nullptr, uint32_t blen = 0);
+    bool try_push(RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen, const void* b = nullptr,
+                  uint32_t blen = 0);
     bool valid() const { return ctl_ != nullptr; }
 
 private:

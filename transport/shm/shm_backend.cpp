@@ -157,8 +157,7 @@ public:
     }
 
 private:
-    Status push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux, const void* a,
-                uint32_t alen);
+    Status push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen);
     void handle(uint32_t source_peer, const shm::Record& rec);
     void ring_doorbell(Peer& p) {
         // seq_cst pairs with the owner's sleeping-flag store in wait_for_event:
@@ -266,8 +265,7 @@ Status ShmBackend::init() {
             peer.header->owner_universe != u || peer.header->total_size != size)
             return WEFT_FAIL(WEFT_ERR_PROTOCOL, "peer %u's segment header is not weft's", p);
         const uint64_t cap = peer.header->ring_capacity;
-        peer.to_peer = shm::RingProducer(
-            peer.base + peer.header->rings_offset + self_u * shm::ring_bytes(cap), cap);
+        peer.to_peer = shm::RingProducer(peer.base + peer.header->rings_offset + self_u * shm::ring_bytes(cap), cap);
         inbound_[p] = shm::RingConsumer(base_ + rings_offset + u * ring_stride, ring_capacity_);
     }
     seen_doorbell_ = header_->doorbell.load(std::memory_order_acquire);
@@ -348,8 +346,7 @@ void ShmBackend::window_destroy(weft_window& w) {
     w.backend_data = nullptr;
 }
 
-Status ShmBackend::push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux,
-                        const void* a, uint32_t alen) {
+Status ShmBackend::push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen) {
     Peer& p = peers_[peer];
     if (p.to_peer.try_push(type, id, aux, a, alen)) {
         ring_doorbell(p);
@@ -375,8 +372,7 @@ Status ShmBackend::push(uint32_t peer, shm::RecordType type, uint16_t id, uint64
 
 Status ShmBackend::am_send(uint32_t peer, uint32_t id, const void* payload, size_t len) {
     if (len <= eager_limit_)
-        return push(peer, shm::RecordType::eager, static_cast<uint16_t>(id), 0, payload,
-                    static_cast<uint32_t>(len));
+        return push(peer, shm::RecordType::eager, static_cast<uint16_t>(id), 0, payload, static_cast<uint32_t>(len));
     // Rendezvous: announce {addr, len}; the receiver pulls with one
     // cross-memory read, runs the handler and answers FIN.
     const uint64_t cookie = next_cookie_++;
@@ -398,8 +394,10 @@ Status ShmBackend::am_send(uint32_t peer, uint32_t id, const void* payload, size
             return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "am_send: peer %u failed during a rendezvous", peer);
         if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "am_send: no rendezvous completion from peer %u", peer);
         if (rt_.progress() == 0) {
-            if (backoff.should_block()) wait_for_event(1000000);
-            else backoff.pause();
+            if (backoff.should_block())
+                wait_for_event(1000000);
+            else
+                backoff.pause();
         }
     }
 }
@@ -437,8 +435,8 @@ void ShmBackend::handle(uint32_t source, const shm::Record& rec) {
         default:
             break;
     }
-    WEFT_LOG(error, "shm: dropped a malformed record (type %u, %u bytes) from peer %u", rec.header.type,
-             rec.header.len, source);
+    WEFT_LOG(error, "shm: dropped a malformed record (type %u, %u bytes) from peer %u", rec.header.type, rec.header.len,
+             source);
 }
 
 uint32_t ShmBackend::progress() {
@@ -463,8 +461,7 @@ void ShmBackend::wait_for_event(uint64_t timeout_ns) {
     const uint32_t seen = seen_doorbell_;
     header_->sleeping.store(1, std::memory_order_seq_cst);
     if (header_->doorbell.load(std::memory_order_seq_cst) == seen) {
-        timespec ts{static_cast<time_t>(timeout_ns / 1000000000ull),
-                    static_cast<long>(timeout_ns % 1000000000ull)};
+        timespec ts{static_cast<time_t>(timeout_ns / 1000000000ull), static_cast<long>(timeout_ns % 1000000000ull)};
         futex(&header_->doorbell, FUTEX_WAIT, seen, &ts);
     }
     header_->sleeping.store(0, std::memory_order_relaxed);
@@ -472,8 +469,6 @@ void ShmBackend::wait_for_event(uint64_t timeout_ns) {
 
 }  // namespace
 
-Status create_shm_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
-    return make_backend<ShmBackend>(rt, out);
-}
+Status create_shm_backend(Runtime& rt, std::unique_ptr<Backend>& out) { return make_backend<ShmBackend>(rt, out); }
 
 }  // namespace weft

@@ -20,8 +20,8 @@ Status cma_copy(int32_t pid, void* local, uint64_t remote, size_t len, bool writ
         if (n <= 0) {
             if (n < 0 && errno == EINTR) continue;
             return WEFT_FAIL(errno == ESRCH ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT,
-                             "cross-memory %s of %zu bytes with pid %d: %s", write ? "write" : "read",
-                             len, static_cast<int>(pid), n < 0 ? std::strerror(errno) : "no progress");
+                             "cross-memory %s of %zu bytes with pid %d: %s", write ? "write" : "read", len,
+                             static_cast<int>(pid), n < 0 ? std::strerror(errno) : "no progress");
         }
         done += static_cast<size_t>(n);
     }
@@ -54,8 +54,8 @@ Status direct_fetch_add(weft_window* w, uint32_t rank, uint64_t off, uint64_t v,
     return WEFT_OK;
 }
 
-Status direct_compare_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t expected,
-                           uint64_t desired, uint64_t* old) {
+Status direct_compare_swap(weft_window* w, uint32_t rank, uint64_t off, uint64_t expected, uint64_t desired,
+                           uint64_t* old) {
     std::atomic_ref<uint64_t>(*word_at(w, rank, off))
         .compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
     *old = expected;  // holds the previous value whether or not it matched
@@ -98,9 +98,7 @@ Status cma_get(weft_window* w, uint32_t rank, uint64_t off, void* dst, size_t le
                      "is not shared with peers)");
 }
 Status cma_fetch_add(weft_window*, uint32_t, uint64_t, uint64_t, uint64_t*) { return cma_no_atomics(); }
-Status cma_compare_swap(weft_window*, uint32_t, uint64_t, uint64_t, uint64_t, uint64_t*) {
-    return cma_no_atomics();
-}
+Status cma_compare_swap(weft_window*, uint32_t, uint64_t, uint64_t, uint64_t, uint64_t*) { return cma_no_atomics(); }
 Status cma_swap(weft_window*, uint32_t, uint64_t, uint64_t, uint64_t*) { return cma_no_atomics(); }
 
 }  // namespace

@@ -31,8 +31,7 @@ bool tls_may_use_shm() {
     if (!tls || !*tls) return true;
     std::string_view s(tls);
     if (s.front() == '^') return true;  // an exclusion list keeps "the rest", shm included
-    static constexpr std::string_view shm_names[] = {"shm", "sysv", "posix", "cma", "all",
-                                                     "sm",  "knem", "xpmem"};
+    static constexpr std::string_view shm_names[] = {"shm", "sysv", "posix", "cma", "all", "sm", "knem", "xpmem"};
     while (!s.empty()) {
         size_t comma = s.find(',');
         std::string_view tok = s.substr(0, comma);
@@ -56,7 +55,8 @@ Status UcxBackend::init() {
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_config_read: %s", ucs_status_string(s));
     ucp_params_t params;
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.field_mask =
+        UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     // Two workers on two threads (ours and the failure detector's, see
     // ucx_observer.hpp) share the context's registrations.
     params.mt_workers_shared = 1;
@@ -78,8 +78,8 @@ Status UcxBackend::init() {
     if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucp_worker_get_efd: %s", ucs_status_string(s));
 
     ucp_am_handler_param_t ap;
-    ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
     ap.id = weft_am_id;
     ap.flags = UCP_AM_FLAG_WHOLE_MSG;  // one callback per message, fragments reassembled
     ap.cb = on_am;
@@ -147,8 +147,10 @@ UcxBackend::~UcxBackend() {
     // drops them internally); their buffers outlive the worker.
     arrivals_.for_each([&](Arrival& a) {
         if (!a.rndv) return;
-        if (a.pull.req) ucp_request_free(a.pull.req);
-        else if (a.pull.desc && worker_) ucp_am_data_release(worker_, a.pull.desc);
+        if (a.pull.req)
+            ucp_request_free(a.pull.req);
+        else if (a.pull.desc && worker_)
+            ucp_am_data_release(worker_, a.pull.desc);
         a.pull.req = nullptr;
         a.pull.desc = nullptr;
     });
@@ -202,8 +204,8 @@ Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size
     const size_t map_len = allocate ? std::max(size, min_alloc) : size;
     if (map_len > 0) {
         ucp_mem_map_params_t mp;
-        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                        UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+        mp.field_mask =
+            UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
         mp.address = allocate ? nullptr : base;
         mp.length = map_len;
         // ALLOCATE: UCX places the memory in a segment its shm transports
@@ -302,8 +304,9 @@ Status UcxBackend::unpack_window(weft_window& w, const std::vector<std::vector<u
         if (klen == 0) {
             // Nothing mapped (a zero-byte registered window): the API's
             // bounds check keeps every access away from it.
-            if (reg.size != 0) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "rank %u sent no rkey for %llu bytes", r,
-                                                static_cast<unsigned long long>(reg.size));
+            if (reg.size != 0)
+                return WEFT_FAIL(WEFT_ERR_PROTOCOL, "rank %u sent no rkey for %llu bytes", r,
+                                 static_cast<unsigned long long>(reg.size));
             continue;
         }
         if (keep) keep->packed_rkeys[r].assign(b.begin() + 21, b.end());
@@ -316,8 +319,10 @@ Status UcxBackend::unpack_window(weft_window& w, const std::vector<std::vector<u
         // Informational: where UCX maps the region here (shm). The datapath
         // does not use it; every access goes through UCX.
         void* ptr = nullptr;
-        if (r == rt_.rank()) reg.direct = static_cast<uint8_t*>(local);
-        else if (ucp_rkey_ptr(rkey, reg.addr, &ptr) == UCS_OK) reg.direct = static_cast<uint8_t*>(ptr);
+        if (r == rt_.rank())
+            reg.direct = static_cast<uint8_t*>(local);
+        else if (ucp_rkey_ptr(rkey, reg.addr, &ptr) == UCS_OK)
+            reg.direct = static_cast<uint8_t*>(ptr);
     }
     return WEFT_OK;
 }
@@ -367,8 +372,10 @@ Status UcxBackend::flush(weft_window& w, uint32_t rank) {
     for (uint32_t r = 0; r < w.nranks; ++r) {
         if (!flush_reqs_[r]) continue;
         Status st = complete(flush_reqs_[r], r, "flush");
-        if (st == WEFT_OK) eps_[r].dirty = false;
-        else if (result == WEFT_OK) result = st;
+        if (st == WEFT_OK)
+            eps_[r].dirty = false;
+        else if (result == WEFT_OK)
+            result = st;
     }
     return result;
 }
@@ -389,7 +396,8 @@ Status UcxBackend::expose(const void* buf, size_t len, ExposedBuffer& out) {
     mp.length = len;
     ucp_mem_h memh = nullptr;
     ucs_status_t s = ucp_mem_map(context_, &mp, &memh);
-    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx expose: ucp_mem_map of %zu bytes: %s", len, ucs_status_string(s));
+    if (s != UCS_OK)
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx expose: ucp_mem_map of %zu bytes: %s", len, ucs_status_string(s));
     void* packed = nullptr;
     size_t packed_len = 0;
     s = ucp_rkey_pack(context_, memh, &packed, &packed_len);
@@ -410,14 +418,14 @@ void UcxBackend::unexpose(ExposedBuffer& b) {
     b.handle = nullptr;
 }
 
-Status UcxBackend::pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
-                        size_t len) {
+Status UcxBackend::pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst, size_t len) {
     (void)key_len;  // a packed rkey carries its own length
     Endpoint& e = eps_[peer];
     if (e.dead) return dead_endpoint(peer, "pull");
     ucp_rkey_h rkey = nullptr;
     ucs_status_t s = ucp_ep_rkey_unpack(e.ep, key, &rkey);
-    if (s != UCS_OK) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx pull from peer %u: bad remote key: %s", peer, ucs_status_string(s));
+    if (s != UCS_OK)
+        return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx pull from peer %u: bad remote key: %s", peer, ucs_status_string(s));
     ucp_request_param_t p;
     p.op_attr_mask = 0;
     ucs_status_ptr_t req = ucp_get_nbx(e.ep, dst, len, addr, rkey, &p);
@@ -469,8 +477,9 @@ void UcxBackend::depart(std::span<const uint32_t> peers, uint32_t id, const void
         ucp_request_param_t prm;
         prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         prm.flags = UCP_AM_SEND_FLAG_EAGER;
-        start(peer, "goodbye", ucp_am_send_nbx(e.ep, weft_am_id, &depart_header_, sizeof depart_header_,
-                                               depart_payload_.data(), depart_payload_.size(), &prm));
+        start(peer, "goodbye",
+              ucp_am_send_nbx(e.ep, weft_am_id, &depart_header_, sizeof depart_header_, depart_payload_.data(),
+                              depart_payload_.size(), &prm));
         prm.op_attr_mask = 0;
         start(peer, "flush", ucp_ep_flush_nbx(e.ep, &prm));
         e.dirty = false;  // the flush covers every put so far
@@ -482,8 +491,7 @@ void UcxBackend::depart(std::span<const uint32_t> peers, uint32_t id, const void
         std::erase_if(pending, [&](const Pending& q) {
             const ucs_status_t s = ucp_request_check_status(q.req);
             if (s == UCS_INPROGRESS) return false;
-            if (s != UCS_OK)
-                WEFT_LOG(debug, "ucx finalize: %s to peer %u: %s", q.what, q.peer, ucs_status_string(s));
+            if (s != UCS_OK) WEFT_LOG(debug, "ucx finalize: %s to peer %u: %s", q.what, q.peer, ucs_status_string(s));
             ucp_request_free(q.req);
             return true;
         });
@@ -535,8 +543,7 @@ void UcxBackend::start_rndv() {
         RndvPull& rv = a.pull;
         rv.buf = static_cast<uint8_t*>(std::malloc(rv.len));
         if (!rv.buf) {
-            WEFT_LOG(error, "ucx: no memory for a %zu-byte rendezvous message from peer %u: dropped", rv.len,
-                     a.source);
+            WEFT_LOG(error, "ucx: no memory for a %zu-byte rendezvous message from peer %u: dropped", rv.len, a.source);
             ucp_am_data_release(worker_, rv.desc);
             rv.desc = nullptr;
             rv.done = true;
@@ -628,9 +635,7 @@ namespace weft {
 
 bool ucx_backend_built() { return true; }
 
-Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out) {
-    return make_backend<ucx::UcxBackend>(rt, out);
-}
+Status create_ucx_backend(Runtime& rt, std::unique_ptr<Backend>& out) { return make_backend<ucx::UcxBackend>(rt, out); }
 
 }  // namespace weft
 

@@ -49,8 +49,8 @@ constexpr size_t min_alloc = 64;
 
 // The AM user header.
 struct AmHeader {
-    uint32_t id;             // weft handler id
-    uint32_t src_universe;   // sender's universe index (peer indices differ per job)
+    uint32_t id;            // weft handler id
+    uint32_t src_universe;  // sender's universe index (peer indices differ per job)
 };
 static_assert(sizeof(AmHeader) == 8);
 
@@ -131,8 +131,7 @@ public:
     ObserverChannel* observer_channel(const weft_window& state_window) override;
     Status expose(const void* buf, size_t len, ExposedBuffer& out) override;
     void unexpose(ExposedBuffer& b) override;
-    Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst,
-                size_t len) override;
+    Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst, size_t len) override;
 
     // ------------------------------------------------------- datapath
     // (ucx_datapath.cpp; called through the window's RmaOps table). Each
@@ -159,8 +158,7 @@ private:
     [[gnu::cold]] void abandon(void* req);
     void start_rndv();
     uint32_t dispatch();
-    Status unpack_window(weft_window& w, const std::vector<std::vector<uint8_t>>& all, bool allocate,
-                         void* base);
+    Status unpack_window(weft_window& w, const std::vector<std::vector<uint8_t>>& all, bool allocate, void* base);
 
     Runtime& rt_;
     ucp_context_h context_ = nullptr;
@@ -168,13 +166,13 @@ private:
     int efd_ = -1;
     bool shm_possible_ = true;
     bool peer_err_mode_ = false;
-    bool closing_ = false;  // destructor: endpoint errors are our own force-close
+    bool closing_ = false;                  // destructor: endpoint errors are our own force-close
     std::vector<ucs_status_ptr_t> killed_;  // force-closes in progress, finished by the destructor
     void kill_endpoint(uint32_t peer);
     void force_close(Endpoint& e);
     std::vector<Endpoint> eps_;  // by peer index; never resized after init (callback args)
     Slot* slot_ = nullptr;
-    std::vector<Slot*> retired_;  // slots of abandoned requests, freed after the worker
+    std::vector<Slot*> retired_;                // slots of abandoned requests, freed after the worker
     Arrivals<RndvPull> arrivals_{eager_limit};  // queued for progress(); FIFO per source
     std::vector<ucs_status_ptr_t> flush_reqs_;
     // depart(): its message's header and payload, which UCX may read until

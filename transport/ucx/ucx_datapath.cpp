@@ -29,8 +29,8 @@ bool is_peer_error(ucs_status_t s) {
 }
 
 [[gnu::cold]] Status map_ucs(ucs_status_t s, const char* what, uint32_t peer) {
-    return WEFT_FAIL(is_peer_error(s) ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT, "ucx %s (peer %u): %s",
-                     what, peer, ucs_status_string(s));
+    return WEFT_FAIL(is_peer_error(s) ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TRANSPORT, "ucx %s (peer %u): %s", what, peer,
+                     ucs_status_string(s));
 }
 
 // ------------------------------------------------------------- RMA table

@@ -64,8 +64,10 @@ Status wire_up(ucp_worker_h worker, const std::vector<ucp_ep_h>& eps, Deadline d
             for (size_t i = 0; i < reqs.size(); ++i) {
                 if (!reqs[i]) continue;
                 if (result == WEFT_OK)
-                    result = WEFT_FAIL(WEFT_ERR_TIMEOUT, "%s: the endpoint to peer %zu was not wired up by the deadline "
-                                       "(%zu endpoints left; is the peer progressing?)", who, i, left);
+                    result = WEFT_FAIL(WEFT_ERR_TIMEOUT,
+                                       "%s: the endpoint to peer %zu was not wired up by the deadline "
+                                       "(%zu endpoints left; is the peer progressing?)",
+                                       who, i, left);
                 ucp_request_free(reqs[i]);  // UCX finishes it; nothing of ours is in it
             }
             return result;

@@ -58,7 +58,9 @@ public:
     // The worker, and its address for the start-up exchange.
     Status create(uint32_t npeers, bool peer_err_mode, std::vector<uint8_t>& address);
     // Where `peer`'s detector worker is (from the exchange).
-    void set_address(uint32_t peer, const uint8_t* address, size_t len) { addresses_[peer].assign(address, address + len); }
+    void set_address(uint32_t peer, const uint8_t* address, size_t len) {
+        addresses_[peer].assign(address, address + len);
+    }
     // Endpoints to every peer's detector worker, and the state window: where
     // it is and its packed keys, by rank.
     Status bind(const weft_window& state_window, const std::vector<std::vector<uint8_t>>& packed_rkeys);
@@ -80,7 +82,7 @@ private:
         ucp_ep_h ep = nullptr;
         ucp_rkey_h rkey = nullptr;
         uint64_t addr = 0;
-        void* req = nullptr;         // in flight
+        void* req = nullptr;  // in flight
         uint64_t operand = 0, reply = 0;
         std::atomic<bool> dead{false}, close_wanted{false};
         UcxObserver* self = nullptr;

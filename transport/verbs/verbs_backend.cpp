@@ -48,8 +48,10 @@ bool pulled(const Arrival& a) { return a.pull.done; }
 
 const char* mode_name(uint8_t m) {
     switch (static_cast<ConnectMode>(m)) {
-        case ConnectMode::exchange: return "exchange";
-        case ConnectMode::rdma_cm: return "rdma_cm";
+        case ConnectMode::exchange:
+            return "exchange";
+        case ConnectMode::rdma_cm:
+            return "rdma_cm";
     }
     return "?";
 }
@@ -95,8 +97,9 @@ Status VerbsBackend::init() {
         return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: %u peers need %llu CQEs, %s allows %d", nconns_,
                          static_cast<unsigned long long>(cqe), dev_.name.c_str(), dev_.attr.max_cqe);
     cq_ = ibv_create_cq(dev_.ctx, static_cast<int>(cqe), nullptr, channel_, 0);
-    if (!cq_) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: ibv_create_cq(%llu): %s",
-                               static_cast<unsigned long long>(cqe), std::strerror(errno));
+    if (!cq_)
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: ibv_create_cq(%llu): %s", static_cast<unsigned long long>(cqe),
+                         std::strerror(errno));
 
     const size_t ctrl_len = sizeof(PeerCtrl) * nconns_;
     ctrl_mem_ = alloc_pages(ctrl_len);
@@ -224,7 +227,8 @@ Status VerbsBackend::init() {
         // A process that dies here leaves its peers' connections to it
         // unmade: they must fail, naming it (tests/rxe/cm-test.sh).
         WEFT_FAULT_POINT("transport.verbs.connecting");
-        const uint8_t rd = static_cast<uint8_t>(std::min({dev_.attr.max_qp_rd_atom, dev_.attr.max_qp_init_rd_atom, 16}));
+        const uint8_t rd =
+            static_cast<uint8_t>(std::min({dev_.attr.max_qp_rd_atom, dev_.attr.max_qp_init_rd_atom, 16}));
         st = cm_->connect_all(self_u, cm_links, cm_addrs, CmQpTuning{qp_timeout(), qp_retry(), 6, rd},
                               rt_.op_deadline());
         if (st != WEFT_OK) return st;
@@ -355,16 +359,16 @@ Status VerbsBackend::window_create(weft_window& w, bool allocate, void* base, si
     }
     if (mine_st == WEFT_OK && (allocate || size > 0)) {
         const size_t len = allocate ? std::max<size_t>(size, 64) : size;
-        data->mr = ibv_reg_mr(pd_, local, len,
-                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                  IBV_ACCESS_REMOTE_ATOMIC);
+        data->mr = ibv_reg_mr(
+            pd_, local, len,
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
         if (!data->mr) {
             const int e = errno;
             // EFAULT/EINVAL: [base, base+size) is not (all) mapped memory of
             // this process. ENOMEM: out of pinnable memory (RLIMIT_MEMLOCK).
-            mine_st = WEFT_FAIL(e == ENOMEM ? WEFT_ERR_NO_MEMORY : WEFT_ERR_INVALID_ARG,
-                                "verbs: ibv_reg_mr(%p, %zu bytes): %s", static_cast<void*>(local), len,
-                                std::strerror(e));
+            mine_st =
+                WEFT_FAIL(e == ENOMEM ? WEFT_ERR_NO_MEMORY : WEFT_ERR_INVALID_ARG,
+                          "verbs: ibv_reg_mr(%p, %zu bytes): %s", static_cast<void*>(local), len, std::strerror(e));
         }
     }
     // Record: status, kind, addr, size, rkey. Every rank takes part even
@@ -387,11 +391,13 @@ Status VerbsBackend::window_create(weft_window& w, bool allocate, void* base, si
         st = WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs window exchange: %zu of %u records", all.size(), n);
     for (uint32_t r = 0; st == WEFT_OK && r < n; ++r) {
         const auto& b = all[r];
-        if (b.size() != 22) st = WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs window record from rank %u corrupted", r);
+        if (b.size() != 22)
+            st = WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs window record from rank %u corrupted", r);
         else if (b[0] != WEFT_OK)
-            st = r == rt_.rank() ? static_cast<Status>(b[0])
-                                 : WEFT_FAIL(static_cast<Status>(b[0]), "verbs: rank %u could not register its window: %s",
-                                             r, weft_strerror(static_cast<Status>(b[0])));
+            st = r == rt_.rank()
+                     ? static_cast<Status>(b[0])
+                     : WEFT_FAIL(static_cast<Status>(b[0]), "verbs: rank %u could not register its window: %s", r,
+                                 weft_strerror(static_cast<Status>(b[0])));
         else if (b[1] != (allocate ? 0 : 1))
             st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "rank %u called a different window constructor", r);
     }
@@ -447,8 +453,10 @@ Status VerbsBackend::flush(weft_window& w, uint32_t rank) {
         if (!c.dirty) continue;
         if (c.completed < c.posted && c.last_signaled < c.posted) nudge(c);
         Status st = wait_done(c, c.posted, "flush");
-        if (st == WEFT_OK) c.dirty = false;
-        else if (result == WEFT_OK) result = st;
+        if (st == WEFT_OK)
+            c.dirty = false;
+        else if (result == WEFT_OK)
+            result = st;
     }
     return result;
 }
@@ -456,8 +464,8 @@ Status VerbsBackend::flush(weft_window& w, uint32_t rank) {
 // ------------------------------------------------------- active messages
 Status VerbsBackend::send_eager(Conn& c, uint32_t imm, const void* payload, size_t len) {
     // One credit per message: the peer has a receive posted for it.
-    if (__builtin_expect(c.am_sent - std::atomic_ref<uint64_t>(c.ctrl->freed).load(std::memory_order_acquire) >=
-                             recv_slots, 0)) {
+    if (__builtin_expect(
+            c.am_sent - std::atomic_ref<uint64_t>(c.ctrl->freed).load(std::memory_order_acquire) >= recv_slots, 0)) {
         Status st = wait_until(c, "am_send (credits)", [&] {
             return c.am_sent - std::atomic_ref<uint64_t>(c.ctrl->freed).load(std::memory_order_acquire) < recv_slots;
         });
@@ -629,8 +637,9 @@ void VerbsBackend::start_rndv() {
         if (!c.dead && c.inflight() + wrs > sq_data_limit) return;  // next round
         arrivals_.mark_started(a);
         if (c.dead || len == 0 || len > WEFT_AM_MAX_SIZE) {
-            if (!c.dead) WEFT_LOG(error, "verbs: rendezvous of %llu bytes from peer %u refused",
-                                  static_cast<unsigned long long>(len), a.source);
+            if (!c.dead)
+                WEFT_LOG(error, "verbs: rendezvous of %llu bytes from peer %u refused",
+                         static_cast<unsigned long long>(len), a.source);
             rv.failed = rv.done = true;
             return;
         }

@@ -52,18 +52,18 @@
 
 namespace weft::verbs {
 
-constexpr uint32_t sq_depth = 256;       // send WRs per QP
-constexpr uint32_t sq_data_limit = sq_depth - 4;  // data WRs; the rest is for credits, FIN, nudge
-constexpr uint32_t signal_every = 64;    // selective signalling interval
-constexpr uint32_t recv_slots = 32;      // pre-posted receives per peer = AM credits
+constexpr uint32_t sq_depth = 256;                 // send WRs per QP
+constexpr uint32_t sq_data_limit = sq_depth - 4;   // data WRs; the rest is for credits, FIN, nudge
+constexpr uint32_t signal_every = 64;              // selective signalling interval
+constexpr uint32_t recv_slots = 32;                // pre-posted receives per peer = AM credits
 constexpr uint32_t credit_batch = recv_slots / 4;  // credits returned in batches of this
-constexpr size_t recv_slot_size = 8192;  // = the eager limit
-constexpr size_t stage_size = 256 * 1024;  // staging ring per QP
-constexpr size_t stage_chunk = 32 * 1024;  // largest staged WR
-constexpr size_t rndv_chunk = 64u << 20;   // largest rendezvous read WR
+constexpr size_t recv_slot_size = 8192;            // = the eager limit
+constexpr size_t stage_size = 256 * 1024;          // staging ring per QP
+constexpr size_t stage_chunk = 32 * 1024;          // largest staged WR
+constexpr size_t rndv_chunk = 64u << 20;           // largest rendezvous read WR
 constexpr uint32_t requested_inline = 128;
 constexpr int wc_batch = 32;
-constexpr uint32_t spin_polls = 4096;       // CQ polls before a wait reads the clock
+constexpr uint32_t spin_polls = 4096;  // CQ polls before a wait reads the clock
 static_assert(signal_every * 2 <= sq_data_limit, "a full SQ always holds a signalled WR");
 static_assert(stage_chunk * 4 <= stage_size, "get batches 4 chunks per round");
 static_assert(credit_batch >= 1 && credit_batch < recv_slots);
@@ -102,8 +102,8 @@ static_assert(sizeof(PeerCtrl) == 64);
 struct Conn {
     ibv_qp* qp = nullptr;
     uint32_t peer = 0;
-    bool dead = false;      // QP in error or peer failed: fail fast, no waiting
-    bool dirty = false;     // something posted since the last flush
+    bool dead = false;   // QP in error or peer failed: fail fast, no waiting
+    bool dirty = false;  // something posted since the last flush
     bool in_service = false;
     uint64_t posted = 0;         // data+control WRs posted
     uint64_t completed = 0;      // WRs known retired
@@ -119,9 +119,9 @@ struct Conn {
     // Active messages.
     uint8_t* recv = nullptr;  // [recv_slots * recv_slot_size]
     uint64_t am_sent = 0, rndv_sent = 0;
-    uint64_t freed = 0, freed_returned = 0;      // receive slots consumed / reported
+    uint64_t freed = 0, freed_returned = 0;       // receive slots consumed / reported
     uint64_t rndv_pulled = 0, rndv_returned = 0;  // rendezvous completed / reported
-    uint32_t rndv_reading = 0;                     // rendezvous reads in flight
+    uint32_t rndv_reading = 0;                    // rendezvous reads in flight
 
     uint32_t inflight() const { return static_cast<uint32_t>(posted - completed); }
     // Unsignalled WRs in flight and nothing signalled behind them: no
@@ -150,7 +150,9 @@ public:
     Status init();
 
     const char* name() const override { return "verbs"; }
-    InternalCaps internal_caps() const override { return {.messages_need_target_progress = true, .idle_poll = IdlePoll::sparse}; }
+    InternalCaps internal_caps() const override {
+        return {.messages_need_target_progress = true, .idle_poll = IdlePoll::sparse};
+    }
     void query_caps(weft_caps_t& c) const override;
     Status window_create(weft_window& w, bool allocate, void* base, size_t size) override;
     void window_destroy(weft_window& w) override;
@@ -264,7 +266,7 @@ private:
     size_t local_len_ = 0;
     ibv_mr* local_mr_ = nullptr;
 
-    std::unique_ptr<Conn[]> conns_;  // by peer index, universe_size of them
+    std::unique_ptr<Conn[]> conns_;            // by peer index, universe_size of them
     std::unique_ptr<VerbsObserver> observer_;  // the failure detector's QPs
     std::unique_ptr<CmConnector> cm_;          // WEFT_VERBS_CONNECT=rdma_cm only
     uint32_t nconns_ = 0;
@@ -275,9 +277,9 @@ private:
     int wc_pos_ = 0, wc_count_ = 0;
 
     Arrivals<RndvPull> arrivals_{recv_slot_size};  // queued for progress(); FIFO per source
-    std::vector<uint32_t> service_;  // conns owing credits / FINs
-    bool direct_ok_ = false;         // progress() may run handlers from the receive slot
-    uint32_t depth_ = 0;             // handlers running
+    std::vector<uint32_t> service_;                // conns owing credits / FINs
+    bool direct_ok_ = false;                       // progress() may run handlers from the receive slot
+    uint32_t depth_ = 0;                           // handlers running
     uint32_t delivered_ = 0;
 };
 
@@ -315,8 +317,10 @@ Status VerbsBackend::wait_until(Conn& c, const char* what, Done done) {
             rt_.declare_failed(c.peer, why);
             return WEFT_FAIL(WEFT_ERR_TIMEOUT, "%s (peer %u)", why, c.peer);
         }
-        if (n > 0) backoff.reset();
-        else backoff.pause();  // past the deadline it returns at once: d.passed() above ends the wait
+        if (n > 0)
+            backoff.reset();
+        else
+            backoff.pause();  // past the deadline it returns at once: d.passed() above ends the wait
     }
 }
 

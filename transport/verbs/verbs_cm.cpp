@@ -25,9 +25,12 @@ namespace weft::verbs {
 
 Status connect_mode_from_env(ConnectMode& out) {
     const std::string v = env_string("WEFT_VERBS_CONNECT", "exchange");
-    if (v == "exchange") out = ConnectMode::exchange;
-    else if (v == "rdma_cm") out = ConnectMode::rdma_cm;
-    else return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "WEFT_VERBS_CONNECT=%s: expected exchange or rdma_cm", v.c_str());
+    if (v == "exchange")
+        out = ConnectMode::exchange;
+    else if (v == "rdma_cm")
+        out = ConnectMode::rdma_cm;
+    else
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "WEFT_VERBS_CONNECT=%s: expected exchange or rdma_cm", v.c_str());
     return WEFT_OK;
 }
 
@@ -77,9 +80,12 @@ bool cm_address_of(const Device& dev, CmAddress& out, std::string& why) {
     out = CmAddress{};
     const std::string forced = env_string("WEFT_VERBS_CM_ADDR", "");
     if (!forced.empty()) {
-        if (inet_pton(AF_INET, forced.c_str(), out.addr) == 1) out.family = AF_INET;
-        else if (inet_pton(AF_INET6, forced.c_str(), out.addr) == 1) out.family = AF_INET6;
-        else return why = "WEFT_VERBS_CM_ADDR=" + forced + " is not an IP address", false;
+        if (inet_pton(AF_INET, forced.c_str(), out.addr) == 1)
+            out.family = AF_INET;
+        else if (inet_pton(AF_INET6, forced.c_str(), out.addr) == 1)
+            out.family = AF_INET6;
+        else
+            return why = "WEFT_VERBS_CM_ADDR=" + forced + " is not an IP address", false;
     } else if (dev.roce) {
         // A RoCE v2 GID is the interface's IP address.
         if (gid_is_ipv4_mapped(dev.gid)) {
@@ -188,10 +194,9 @@ Status CmConnector::listen(const Device& dev, CmAddress& local) {
                          std::strerror(errno));
     // The address decides the device: it must be the one weft opened.
     if (s_->listener->verbs != dev.ctx)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "verbs rdma_cm: %s belongs to device %s, not %s",
-                         cm_address_text(local).c_str(),
-                         s_->listener->verbs ? ibv_get_device_name(s_->listener->verbs->device) : "(none)",
-                         dev.name.c_str());
+        return WEFT_FAIL(
+            WEFT_ERR_INVALID_ARG, "verbs rdma_cm: %s belongs to device %s, not %s", cm_address_text(local).c_str(),
+            s_->listener->verbs ? ibv_get_device_name(s_->listener->verbs->device) : "(none)", dev.name.c_str());
     if (rdma_listen(s_->listener, 1024) != 0)
         return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: rdma_listen on %s: %s", cm_address_text(local).c_str(),
                          std::strerror(errno));
@@ -271,9 +276,9 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
     // A call that failed with errno set, for the same link.
     auto fail_call = [&](const Pending& p, const char* call) {
         const int err = errno;
-        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: %s QP %s peer %u at %s: %s: %s",
-                         role_name(p.link.role), p.active ? "to" : "from", p.link.universe,
-                         cm_address_text(remote[p.link.universe]).c_str(), call, std::strerror(err));
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs rdma_cm: %s QP %s peer %u at %s: %s: %s", role_name(p.link.role),
+                         p.active ? "to" : "from", p.link.universe, cm_address_text(remote[p.link.universe]).c_str(),
+                         call, std::strerror(err));
     };
     const uint8_t our_resp = tuning.rd_atomic, our_init = tuning.rd_atomic;
 
@@ -304,11 +309,12 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
             Hello h{};
             const auto& conn = ev->param.conn;
             if (conn.private_data && conn.private_data_len >= sizeof h) std::memcpy(&h, conn.private_data, sizeof h);
-            auto it = h.magic == hello_magic && h.role < 2 ? awaited.find(uint64_t(h.universe) << 1 | h.role)
-                                                           : awaited.end();
+            auto it =
+                h.magic == hello_magic && h.role < 2 ? awaited.find(uint64_t(h.universe) << 1 | h.role) : awaited.end();
             if (it == awaited.end() || pend[it->second].done || pend[it->second].id) {
-                WEFT_LOG(warn, "verbs rdma_cm: rejected a connection request (magic %#x, peer %u, role %u) that "
-                               "this process does not expect",
+                WEFT_LOG(warn,
+                         "verbs rdma_cm: rejected a connection request (magic %#x, peer %u, role %u) that "
+                         "this process does not expect",
                          h.magic, h.universe, h.role);
                 rdma_reject(id, nullptr, 0);
             } else {
@@ -332,12 +338,13 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
             if (!p) {
                 // An event of the listener's, or of a rejected request's id.
             } else if (ev->event == RDMA_CM_EVENT_ADDR_RESOLVED) {
-                if (rdma_resolve_route(p->id, resolve_ms(deadline)) != 0)
-                    st = fail_call(*p, "rdma_resolve_route");
+                if (rdma_resolve_route(p->id, resolve_ms(deadline)) != 0) st = fail_call(*p, "rdma_resolve_route");
             } else if (ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED) {
                 if (p->id->verbs != s.dev->ctx) {
-                    st = fail(*p, "the route leaves through another device (set WEFT_VERBS_DEVICE or "
-                                  "WEFT_VERBS_CM_ADDR)", 0);
+                    st = fail(*p,
+                              "the route leaves through another device (set WEFT_VERBS_DEVICE or "
+                              "WEFT_VERBS_CM_ADDR)",
+                              0);
                 } else {
                     Hello h{hello_magic, self_universe, p->link.role, 0};
                     rdma_conn_param cp{};
@@ -354,9 +361,9 @@ Status CmConnector::connect_all(uint32_t self_universe, const std::vector<CmLink
             } else if (ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE) {
                 // The peer accepted: our QP to RTR/RTS, then the RTU.
                 const auto& conn = ev->param.conn;
-                if (const char* step = ready_qp(p->id, p->link.qp, tuning,
-                                                std::min<uint8_t>(our_resp, conn.responder_resources),
-                                                std::min<uint8_t>(our_init, conn.initiator_depth)))
+                if (const char* step =
+                        ready_qp(p->id, p->link.qp, tuning, std::min<uint8_t>(our_resp, conn.responder_resources),
+                                 std::min<uint8_t>(our_init, conn.initiator_depth)))
                     st = fail_call(*p, step);
                 if (st == WEFT_OK && rdma_establish(p->id) != 0) st = fail_call(*p, "rdma_establish");
                 if (st == WEFT_OK && !p->done) {
@@ -393,8 +400,8 @@ CmConnector::~CmConnector() = default;
 Status CmConnector::listen(const Device&, CmAddress&) {
     return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: this build of weft has no librdmacm (WEFT_VERBS_CONNECT=rdma_cm)");
 }
-Status CmConnector::connect_all(uint32_t, const std::vector<CmLink>&, const std::vector<CmAddress>&,
-                                const CmQpTuning&, Deadline) {
+Status CmConnector::connect_all(uint32_t, const std::vector<CmLink>&, const std::vector<CmAddress>&, const CmQpTuning&,
+                                Deadline) {
     return WEFT_ERR_UNSUPPORTED;
 }
 

@@ -60,10 +60,10 @@ std::string cm_address_text(const CmAddress& a);
 
 // QP attributes weft sets itself whatever rdma_cm proposes.
 struct CmQpTuning {
-    uint8_t timeout;      // local ACK timeout exponent
+    uint8_t timeout;  // local ACK timeout exponent
     uint8_t retry_cnt;
     uint8_t rnr_retry;
-    uint8_t rd_atomic;    // RDMA reads/atomics in flight, each direction
+    uint8_t rd_atomic;  // RDMA reads/atomics in flight, each direction
 };
 
 // One QP to connect: ours, to universe peer `universe`, for `role`.
@@ -88,8 +88,8 @@ public:
     // self_universe < link.universe, else by accepting the peer's request.
     // Returns when all are connected, or fails at the deadline or on the
     // first error, naming the peer.
-    Status connect_all(uint32_t self_universe, const std::vector<CmLink>& links,
-                       const std::vector<CmAddress>& remote, const CmQpTuning& tuning, Deadline deadline);
+    Status connect_all(uint32_t self_universe, const std::vector<CmLink>& links, const std::vector<CmAddress>& remote,
+                       const CmQpTuning& tuning, Deadline deadline);
 
 private:
     struct State;

@@ -146,8 +146,8 @@ Status VerbsBackend::get(const RemoteRegion& r, uint32_t rank, uint64_t off, voi
     return WEFT_OK;
 }
 
-Status VerbsBackend::atomic(ibv_wr_opcode op, const RemoteRegion& r, uint32_t rank, uint64_t off,
-                            uint64_t add_or_cmp, uint64_t swap, uint64_t* old) {
+Status VerbsBackend::atomic(ibv_wr_opcode op, const RemoteRegion& r, uint32_t rank, uint64_t off, uint64_t add_or_cmp,
+                            uint64_t swap, uint64_t* old) {
     Conn& c = conns_[rank];
     if (__builtin_expect(c.dead, 0)) return dead_conn(c, "atomic");
     const uint64_t raddr = r.addr + off;

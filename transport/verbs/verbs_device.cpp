@@ -32,18 +32,25 @@ std::string gid_text(const ibv_gid& g) {
 
 const char* link_layer_name(uint8_t l) {
     switch (l) {
-        case IBV_LINK_LAYER_INFINIBAND: return "InfiniBand";
-        case IBV_LINK_LAYER_ETHERNET: return "Ethernet (RoCE)";
-        default: return "unspecified";
+        case IBV_LINK_LAYER_INFINIBAND:
+            return "InfiniBand";
+        case IBV_LINK_LAYER_ETHERNET:
+            return "Ethernet (RoCE)";
+        default:
+            return "unspecified";
     }
 }
 
 const char* gid_type_name(uint32_t t) {
     switch (t) {
-        case IBV_GID_TYPE_IB: return "IB";
-        case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
-        case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
-        default: return "?";
+        case IBV_GID_TYPE_IB:
+            return "IB";
+        case IBV_GID_TYPE_ROCE_V1:
+            return "RoCE v1";
+        case IBV_GID_TYPE_ROCE_V2:
+            return "RoCE v2";
+        default:
+            return "?";
     }
 }
 
@@ -106,10 +113,14 @@ bool gid_is_link_local(const ibv_gid& g) { return g.raw[0] == 0xfe && (g.raw[1] 
 
 const char* atomic_cap_name(ibv_atomic_cap c) {
     switch (c) {
-        case IBV_ATOMIC_NONE: return "none";
-        case IBV_ATOMIC_HCA: return "HCA (atomic among device atomics only)";
-        case IBV_ATOMIC_GLOB: return "global (coherent with CPU atomics)";
-        default: return "?";
+        case IBV_ATOMIC_NONE:
+            return "none";
+        case IBV_ATOMIC_HCA:
+            return "HCA (atomic among device atomics only)";
+        case IBV_ATOMIC_GLOB:
+            return "global (coherent with CPU atomics)";
+        default:
+            return "?";
     }
 }
 
@@ -124,8 +135,10 @@ int choose_gid(ibv_context* ctx, uint8_t port, const ibv_port_attr& pa, std::str
         uint32_t type = 0;
         if (!gid_entry(ctx, port, i, g, type)) continue;
         int r = 0;
-        if (type == IBV_GID_TYPE_ROCE_V2) r = gid_is_ipv4_mapped(g) ? 3 : 2;
-        else if (type == IBV_GID_TYPE_ROCE_V1) r = 1;
+        if (type == IBV_GID_TYPE_ROCE_V2)
+            r = gid_is_ipv4_mapped(g) ? 3 : 2;
+        else if (type == IBV_GID_TYPE_ROCE_V1)
+            r = 1;
         if (r > best_rank) {
             best_rank = r;
             best = i;
@@ -168,7 +181,8 @@ Status open_device(Device& out, bool from_rdmacm) {
         }
         rdma_free_devices(list);
 #else
-        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "verbs: this build of weft has no librdmacm (WEFT_VERBS_CONNECT=rdma_cm)");
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED,
+                         "verbs: this build of weft has no librdmacm (WEFT_VERBS_CONNECT=rdma_cm)");
 #endif
     } else {
         ibv_device** list = ibv_get_device_list(&n);
@@ -254,8 +268,10 @@ int describe_devices(FILE* out) {
             if (pick >= 0) ibv_query_gid(ctx, p, pick, &d.gid);
             CmAddress cm;
             std::string cm_why;
-            if (cm_address_of(d, cm, cm_why)) std::fprintf(out, "      rdma_cm address: %s\n", cm_address_text(cm).c_str());
-            else std::fprintf(out, "      rdma_cm: unusable: %s\n", cm_why.c_str());
+            if (cm_address_of(d, cm, cm_why))
+                std::fprintf(out, "      rdma_cm address: %s\n", cm_address_text(cm).c_str());
+            else
+                std::fprintf(out, "      rdma_cm: unusable: %s\n", cm_why.c_str());
         }
         ibv_close_device(ctx);
     }

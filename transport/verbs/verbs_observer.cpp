@@ -46,7 +46,8 @@ Status VerbsObserver::create(ibv_context* ctx, ibv_pd* pd, uint8_t port, uint32_
         qa.cap.max_recv_sge = 1;
         qps_[p] = ibv_create_qp(pd, &qa);
         if (!qps_[p])
-            return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs observer: ibv_create_qp (peer %u): %s", p, std::strerror(errno));
+            return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs observer: ibv_create_qp (peer %u): %s", p,
+                             std::strerror(errno));
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_INIT;
         a.pkey_index = 0;

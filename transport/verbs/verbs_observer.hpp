@@ -51,7 +51,6 @@ public:
     void close(uint32_t peer);
 
 private:
-
     Runtime& rt_;
     ibv_cq* cq_ = nullptr;
     std::vector<ibv_qp*> qps_;
@@ -59,7 +58,7 @@ private:
     ibv_mr* results_mr_ = nullptr;
     std::vector<uint8_t> busy_;
     std::unique_ptr<std::atomic<bool>[]> dead_;  // close() may come from the application thread
-    std::vector<uint64_t> addr_;  // state window of each peer
+    std::vector<uint64_t> addr_;                 // state window of each peer
     std::vector<uint32_t> rkey_;
 };
 
