@@ -50,9 +50,10 @@ inline Status live(const weft_window* w, const char* fn) {
 
 // An enum argument's value as an int, read without loading the enum: a C
 // caller may pass any int, which is undefined behaviour to load as the C++
-// enum type.
+// enum type. By reference: an entry point's body is a lambda that captures
+// its arguments by reference, and passing the enum by value would load it.
 template <typename E>
-int raw(E e) {
+int raw(const E& e) {
     static_assert(sizeof(E) == sizeof(int));
     int v;
     std::memcpy(&v, &e, sizeof v);
