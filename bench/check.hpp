@@ -16,4 +16,18 @@ inline void check(weft_status_t st, const char* what) {
     std::exit(1);
 }
 
+// weft_init for a benchmark: a backend that cannot run here (UNSUPPORTED)
+// is skipped with a reason and exit 0, never faked as passing and never a
+// failure; any other failure exits as check() does.
+inline void init_or_skip(weft_context_t* ctx) {
+    const weft_status_t st = weft_init(ctx);
+    if (st == WEFT_ERR_UNSUPPORTED) {
+        const char* want = std::getenv("WEFT_TRANSPORT");
+        std::printf("SKIP: %s: transport %s is not supported here (weft_init: %s)\n", program_invocation_short_name,
+                    want ? want : "auto", weft_strerror(st));
+        std::exit(0);
+    }
+    check(st, "weft_init");
+}
+
 }  // namespace bench

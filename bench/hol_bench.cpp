@@ -184,14 +184,7 @@ int main(int argc, char** argv) {
     if (smoke) iters = 3;
     if (iters < 1) die("--iters wants a positive count");
 
-    weft_status_t st = weft_init(&g.ctx);
-    const char* want = std::getenv("WEFT_TRANSPORT");
-    if (st == WEFT_ERR_UNSUPPORTED) {
-        std::printf("SKIP: hol_bench: transport %s is not supported here (weft_init: %s)\n", want ? want : "auto",
-                    weft_strerror(st));
-        return 0;
-    }
-    check(st, "weft_init");
+    bench::init_or_skip(&g.ctx);
     uint32_t size = 0;
     check(weft_rank(g.ctx, &g.rank), "weft_rank");
     check(weft_size(g.ctx, &size), "weft_size");

@@ -25,6 +25,7 @@
 // Every wait is bounded (bench::wait_limit_ns, WEFT_BENCH_WAIT_S): on timeout
 // the rank prints what it waited for and exits 1; weft-run then ends the job.
 #include "bench_util.hpp"
+#include "check.hpp"
 #include "cli.hpp"
 
 #include <weft/weft.h>
@@ -497,16 +498,7 @@ int main(int argc, char** argv) {
     static char min_time[] = "--benchmark_min_time=0.01";
     if (smoke) args.insert(args.begin() + 1, min_time);  // a later explicit flag still wins
 
-    weft_status_t st = weft_init(&g.ctx);
-    const char* want = std::getenv("WEFT_TRANSPORT");
-    if (st == WEFT_ERR_UNSUPPORTED) {
-        // A backend that cannot run here is skipped with a reason, never
-        // faked as passing and never a failure.
-        std::printf("SKIP: weft_bench: transport %s is not supported here (weft_init: %s)\n", want ? want : "auto",
-                    weft_strerror(st));
-        return 0;
-    }
-    check(st, "weft_init");
+    bench::init_or_skip(&g.ctx);
     uint32_t size = 0;
     check(weft_rank(g.ctx, &g.rank), "weft_rank");
     check(weft_size(g.ctx, &size), "weft_size");
