@@ -1,5 +1,5 @@
 // comm_bench.cpp — the communicator hot paths: point-to-point ping-pong,
-// barrier, allreduce, bcast, on any number of ranks.
+// unexpected messages, barrier, allreduce, bcast, on any number of ranks.
 //
 //   weft-run -n N [--transport shm|ucx] build/bench/comm_bench [--smoke] [benchmark flags]
 //
@@ -26,7 +26,10 @@
 
 namespace {
 
-enum class Op : uint64_t { pingpong = 1, barrier, allreduce, bcast, ibarrier, stop };
+enum class Op : uint64_t { pingpong = 1, barrier, allreduce, bcast, ibarrier, unexpected, stop };
+
+// Unexpected: messages per burst (see run).
+constexpr int burst = 16;
 
 weft_context_t ctx;
 weft_comm_t world;
@@ -53,6 +56,23 @@ uint64_t run(Op op, uint64_t iterations, size_t bytes) {
                 } else if (me == 1) {
                     st = weft_recv(world, b.data(), count, WEFT_UINT64, 0, 0, nullptr);
                     if (st == WEFT_OK) st = weft_send(world, a.data(), count, WEFT_UINT64, 0, 0);
+                }
+                break;
+            case Op::unexpected:
+                // Rank 0 sends a burst and then a marker; rank 1 waits for
+                // the marker (per sender in order: the burst has arrived and
+                // waits unexpected, in weft's buffer pool), receives the
+                // burst newest first (a search of the queue) and answers.
+                if (me == 0) {
+                    for (int k = 0; k < burst && st == WEFT_OK; ++k)
+                        st = weft_send(world, a.data(), count, WEFT_UINT64, 1, 1 + k);
+                    if (st == WEFT_OK) st = weft_send(world, nullptr, 0, WEFT_UINT64, 1, 0);
+                    if (st == WEFT_OK) st = weft_recv(world, nullptr, 0, WEFT_UINT64, 1, 0, nullptr);
+                } else if (me == 1) {
+                    st = weft_recv(world, nullptr, 0, WEFT_UINT64, 0, 0, nullptr);
+                    for (int k = burst - 1; k >= 0 && st == WEFT_OK; --k)
+                        st = weft_recv(world, b.data(), count, WEFT_UINT64, 0, 1 + k, nullptr);
+                    if (st == WEFT_OK) st = weft_send(world, nullptr, 0, WEFT_UINT64, 0, 0);
                 }
                 break;
             case Op::barrier:
@@ -107,8 +127,8 @@ void serve() {
 template <Op op, bool half>
 void timed(benchmark::State& state) {
     const size_t bytes = static_cast<size_t>(state.range(0));
-    if (op == Op::pingpong && nranks < 2) {
-        state.SkipWithError("ping-pong needs 2 ranks");
+    if ((op == Op::pingpong || op == Op::unexpected) && nranks < 2) {
+        state.SkipWithError("point-to-point needs 2 ranks");
         return;
     }
     uint64_t errors = 0;
@@ -122,16 +142,20 @@ void timed(benchmark::State& state) {
         total_s += dt.count();
     }
     if (errors) state.SkipWithError("some operations failed or returned wrong data");
-    const double ops = double(state.iterations()) * double(n) * (half ? 2.0 : 1.0);
+    const double per = op == Op::unexpected ? double(burst) : half ? 2.0 : 1.0;
+    const double ops = double(state.iterations()) * double(n) * per;
     state.counters["ns_per_op"] = total_s * 1e9 / ops;
     state.counters["ops_per_iteration"] = double(n);
-    state.SetLabel(std::string(half ? "ns_per_op = half round trip" : "ns_per_op = one collective") + ", " +
-                   std::to_string(nranks) + " ranks");
+    const char* what = op == Op::unexpected ? "ns_per_op = one unexpected message (burst of 16 + answer)"
+                       : half               ? "ns_per_op = half round trip"
+                                            : "ns_per_op = one collective";
+    state.SetLabel(std::string(what) + ", " + std::to_string(nranks) + " ranks");
 }
 
 }  // namespace
 
 BENCHMARK(timed<Op::pingpong, true>)->Name("pingpong")->Arg(8)->Arg(4096)->Arg(1 << 20)->UseManualTime();
+BENCHMARK(timed<Op::unexpected, false>)->Name("unexpected")->Arg(8)->Arg(1024)->UseManualTime();
 BENCHMARK(timed<Op::barrier, false>)->Name("barrier")->Arg(0)->UseManualTime();
 BENCHMARK(timed<Op::ibarrier, false>)->Name("ibarrier+wait")->Arg(0)->UseManualTime();
 BENCHMARK(timed<Op::allreduce, false>)->Name("allreduce")->Arg(8)->Arg(256)->Arg(4096)->Arg(1 << 20)->UseManualTime();

@@ -11,6 +11,7 @@
 #include <weft/comm.h>
 #include <weft/state_window.h>
 
+#include "group/buffer_pool.hpp"
 #include "transport/runtime.hpp"
 #include "transport/state_window_view.hpp"
 
@@ -31,7 +32,8 @@ constexpr size_t flag_max_bytes = 256;    // largest allreduce on the flag path 
 class Engine;
 struct Request;
 
-// A message that arrived before its receive was posted.
+// A message that arrived before its receive was posted. Move-only: its
+// bytes are a block of the Engine's BufferPool.
 struct Unexpected {
     int32_t src = 0;  // rank in the communicator
     int32_t tag = 0;
@@ -39,8 +41,8 @@ struct Unexpected {
     uint32_t source_peer = 0;
     uint64_t len = 0;
     uint64_t cookie = 0;
-    uint64_t addr = 0;          // rendezvous: where the sender exposed it
-    std::vector<uint8_t> data;  // eager: the payload; rendezvous: the key
+    uint64_t addr = 0;        // rendezvous: where the sender exposed it
+    BufferPool::Buffer data;  // eager: the payload; rendezvous: the key
 };
 
 // Posted receives and unexpected messages of one context.

@@ -37,7 +37,7 @@ uint64_t DrainPort::drain_rendezvous(uint64_t& bytes) {
     auto drain_queue = [&](MatchQueue& q) {
         for (Unexpected& u : q.unexpected) {
             if (!P2p::is_rts(u.kind)) continue;
-            std::vector<uint8_t> payload(u.len);
+            BufferPool::Buffer payload = eng_.buffers().take(u.len);
             Status st =
                 u.len ? rt_.backend().pull(u.source_peer, u.addr, u.data.data(), u.data.size(), payload.data(), u.len)
                       : WEFT_OK;
@@ -63,8 +63,9 @@ uint64_t DrainPort::drain_rendezvous(uint64_t& bytes) {
 uint64_t DrainPort::pending_transfers() const {
     const P2p& p2p = eng_.p2p();
     uint64_t n = p2p.pulls_.size() + p2p.replies_.size();
-    for (const auto& [cookie, r] : p2p.awaiting_reply_)
-        if (r->exposed_live) ++n;  // its receiver has yet to pull or drain it
+    p2p.for_each_awaiting([&](const Request& r) {
+        n += r.exposed_live;  // its receiver has yet to pull or drain it
+    });
     auto announced = [&](const MatchQueue& q) {
         for (const Unexpected& u : q.unexpected)
             if (P2p::is_rts(u.kind)) ++n;

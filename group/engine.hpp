@@ -7,6 +7,7 @@
 //   P2p         (p2p.hpp)        requests, matching, eager/ssend/rendezvous
 //   Collectives (coll.hpp)       schedules and flag collectives
 //   DrainPort   (drain_port.hpp) all that drain/ uses of group
+// and the BufferPool (buffer_pool.hpp) that holds unexpected messages,
 // and it is the group layer's Runtime hooks (progress, peer gone) and the
 // place every blocking call waits (progress_until, pause). The parts are
 // members, not pointers: a call from one part to another is a direct,
@@ -36,6 +37,7 @@ public:
     void shutdown();
 
     Runtime& rt() { return rt_; }
+    BufferPool& buffers() { return buffers_; }
     Registry& registry() { return registry_; }
     P2p& p2p() { return p2p_; }
     Collectives& coll() { return coll_; }
@@ -78,9 +80,11 @@ private:
     static void on_peer_gone(void* arg, uint32_t peer, bool departed);
 
     Runtime& rt_;
-    // Declared in dependency order of their destruction: the registry's
-    // communicators go last, the collectives' scratch pool after the
+    // Declared in dependency order of their destruction: the buffer pool
+    // last (unexpected messages in any queue hold its blocks), then the
+    // registry's communicators, the collectives' scratch pool after the
     // request pool (a schedule gives its scratch back when its request goes).
+    BufferPool buffers_;
     Registry registry_;
     Collectives coll_;
     P2p p2p_;

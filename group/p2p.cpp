@@ -86,6 +86,7 @@ Request* P2p::new_request(ReqKind k, Comm* c) {
     } else {
         requests_.push_back(std::make_unique<Request>());
         r = requests_.back().get();
+        r->index = static_cast<uint32_t>(requests_.size() - 1);
     }
     r->magic = Request::live_magic;
     r->kind = k;
@@ -132,7 +133,20 @@ void P2p::complete(Request& r, Status st) {
         rt_.backend().unexpose(r.exposed);
         r.exposed_live = false;
     }
-    if (r.cookie && r.kind == ReqKind::send) awaiting_reply_.erase(r.cookie);
+}
+
+void P2p::arm(Request& r) {
+    // Generation 0 never appears, so no cookie is 0 ("no reply awaited").
+    if (++r.generation == 0) r.generation = 1;
+    r.cookie = uint64_t(r.generation) << 32 | r.index;
+}
+
+Request* P2p::awaiting(uint64_t cookie) {
+    const uint64_t index = cookie & 0xffffffffu;
+    if (index >= requests_.size()) return nullptr;
+    Request* r = requests_[index].get();
+    const bool waits = live(r) && r->kind == ReqKind::send && !r->done && r->cookie == cookie;
+    return waits ? r : nullptr;
 }
 
 Status P2p::finish(Request& r, weft_msg_status_t* status) {
@@ -219,9 +233,8 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
     MsgHeader h{c.id | ctx_bits, static_cast<int32_t>(c.rank), tag, bytes, 0, 0, eager, 0};
     const bool rendezvous = bytes > eager_limit_ && zero_copy_;
     if (sync || rendezvous) {
-        r->cookie = next_cookie_++;
+        arm(*r);
         h.cookie = r->cookie;
-        awaiting_reply_[r->cookie] = r;
     }
     count_p2p(c, ctx_bits, true);
     Status st;
@@ -392,7 +405,7 @@ Status P2p::do_pull(Request& r, const Unexpected& u) {
     return WEFT_OK;
 }
 
-void P2p::start_pull(Request& r, const Unexpected& u) { pulls_.push_back(PendingPull{&r, u}); }
+void P2p::start_pull(Request& r, Unexpected&& u) { pulls_.push_back(PendingPull{&r, std::move(u)}); }
 
 // Transport handler: one message (eager payload or RTS) from source_peer.
 void P2p::on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len) {
@@ -460,8 +473,8 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
         r->queue = nullptr;
         r->matched = true;
         if (is_rts(h.kind)) {
-            u.data.assign(body, body + body_len);
-            start_pull(*r, u);  // outside this handler: a pull may wait
+            u.data = eng_.buffers().copy(body, body_len);
+            start_pull(*r, std::move(u));  // outside this handler: a pull may wait
         } else {
             deliver_eager(*r, u, body, body_len);
         }
@@ -475,7 +488,7 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
         queue_refusal(source_peer, h.cookie, WEFT_ERR_PEER_FAILED);
         return;
     }
-    u.data.assign(body, body + body_len);
+    u.data = eng_.buffers().copy(body, body_len);
     q->unexpected.push_back(std::move(u));
 }
 
@@ -492,18 +505,16 @@ void P2p::on_reply(void* arg, uint32_t source_peer, const void* payload, size_t 
         WEFT_LOG(error, "dropped a malformed %zu-byte reply from peer %u", len, source_peer);
         return;
     }
-    auto it = self->awaiting_reply_.find(w.cookie);
-    if (it == self->awaiting_reply_.end() || it->second->dest_peer != source_peer) {
-        WEFT_LOG(warn, "reply %llu from peer %u names no pending send", static_cast<unsigned long long>(w.cookie),
+    Request* r = self->awaiting(w.cookie);
+    if (!r || r->dest_peer != source_peer) {
+        WEFT_LOG(warn, "reply %llx from peer %u names no pending send", static_cast<unsigned long long>(w.cookie),
                  source_peer);
         return;
     }
-    Request* r = it->second;
     if (w.kind == refused) {
         // The receiver dropped it unreceived: nothing was delivered.
-        WEFT_LOG(debug, "send %llu to job rank %u refused: %s", static_cast<unsigned long long>(w.cookie), source_peer,
+        WEFT_LOG(debug, "send %llx to job rank %u refused: %s", static_cast<unsigned long long>(w.cookie), source_peer,
                  weft_strerror(static_cast<Status>(w.status)));
-        self->awaiting_reply_.erase(it);
         self->complete(*r, static_cast<Status>(w.status));
         return;
     }
@@ -514,7 +525,6 @@ void P2p::on_reply(void* arg, uint32_t source_peer, const void* payload, size_t 
         }
         if (r->sync) return;  // the ACK comes when the application receives it
     }
-    self->awaiting_reply_.erase(it);
     self->complete(*r, WEFT_OK);
 }
 
@@ -548,10 +558,10 @@ void P2p::peer_gone(uint32_t peer, bool departed) {
         // It finalized: it will never pull or answer what we still wait for
         // (a send it never received is the application's error; after a
         // failure elsewhere, ranks stop meeting and this happens normally).
-        for (auto [cookie, r] :
-             std::vector<std::pair<uint64_t, Request*>>(awaiting_reply_.begin(), awaiting_reply_.end()))
-            if (r->dest_peer == peer)
-                complete(*r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: job rank %u finalized without receiving it", peer));
+        for_each_awaiting([&](Request& r) {
+            if (r.dest_peer == peer)
+                complete(r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: job rank %u finalized without receiving it", peer));
+        });
         return;
     }
     // Receives naming it and sends waiting for its reply can never finish.
@@ -575,10 +585,9 @@ void P2p::peer_gone(uint32_t peer, bool departed) {
             }
         }
     }
-    std::vector<Request*> dead;
-    for (auto [cookie, r] : awaiting_reply_)
-        if (r->dest_peer == peer) dead.push_back(r);
-    for (Request* r : dead) complete(*r, WEFT_ERR_PEER_FAILED);
+    for_each_awaiting([&](Request& r) {
+        if (r.dest_peer == peer) complete(r, WEFT_ERR_PEER_FAILED);
+    });
 }
 
 void P2p::revoke_pending(Comm& c) {
@@ -599,10 +608,9 @@ void P2p::revoke_pending(Comm& c) {
     // (REVOKED) if the receiver dropped it unreceived, which every member
     // does once the notice reaches it (here, in refuse_rendezvous above and
     // in arrived), or with the receiver's failure.
-    std::vector<Request*> sends;
-    for (auto [cookie, r] : awaiting_reply_)
-        if (r->comm == &c && !r->exposed_live) sends.push_back(r);
-    for (Request* r : sends) complete(*r, WEFT_ERR_REVOKED);
+    for_each_awaiting([&](Request& r) {
+        if (r.comm == &c && !r.exposed_live) complete(r, WEFT_ERR_REVOKED);
+    });
 }
 
 }  // namespace weft::group

@@ -51,9 +51,14 @@ struct Request {
     uint8_t* buf = nullptr;
     size_t cap = 0;
     int32_t src = 0, tag = 0;
-    // send: waiting for ACK (ssend) or FIN (rendezvous) of `cookie`
+    // send: waiting for ACK (ssend) or FIN (rendezvous) of `cookie`, which
+    // names this request by its place in the pool and its use of that place
+    // (P2p::arm), so a reply finds it with one index and a stale reply (to
+    // an earlier use) finds nothing; 0: no reply awaited.
     uint32_t dest_peer = 0;
     uint64_t cookie = 0;
+    uint32_t index = 0;       // its place in the pool, for good
+    uint32_t generation = 0;  // the times it was armed for a reply
     ExposedBuffer exposed;
     bool exposed_live = false;
     // coll
@@ -157,12 +162,24 @@ private:
     friend class DrainPort;
 
     void release(Request* r);
+    // Gives a send its cookie: from now on a reply may complete it.
+    void arm(Request& r);
+    // The send a reply's cookie names and waits for it, or null.
+    Request* awaiting(uint64_t cookie);
+    // Calls f(Request&) for every send still waiting for its reply (the
+    // failure, revoke and drain paths: a scan of the pool). f may complete
+    // the request, never release it.
+    template <typename F>
+    void for_each_awaiting(F f) const {
+        for (auto& r : requests_)
+            if (r->magic == Request::live_magic && r->kind == ReqKind::send && r->cookie && !r->done) f(*r);
+    }
     MatchQueue* queue_for(uint64_t context);
     static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
     static void on_reply(void* arg, uint32_t source_peer, const void* payload, size_t len);
     void arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body, size_t body_len);
     void deliver_eager(Request& r, const Unexpected& u, const uint8_t* data, size_t len);
-    void start_pull(Request& r, const Unexpected& u);
+    void start_pull(Request& r, Unexpected&& u);
     Status do_pull(Request& r, const Unexpected& u);
     void queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind = done_reply, Status why = WEFT_OK);
     void queue_refusal(uint32_t peer, uint64_t cookie, Status why) { queue_reply(peer, cookie, refused, why); }
@@ -180,8 +197,6 @@ private:
     std::unordered_map<uint64_t, std::unique_ptr<MatchQueue>> early_;
     std::vector<std::unique_ptr<Request>> requests_;
     std::vector<Request*> free_requests_;
-    std::unordered_map<uint64_t, Request*> awaiting_reply_;  // cookie -> send
-    uint64_t next_cookie_ = 1;
     struct PendingPull {
         Request* r;
         Unexpected u;
