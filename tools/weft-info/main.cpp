@@ -1,11 +1,18 @@
 // weft-info — what this build of weft can use on this machine: backends
 // (built, viable here and why: transport/registry.hpp), auto's choice,
 // topology, RDMA devices with their ports, GIDs (and the one weft would
-// pick) and atomic capability. Exit status 0 (2 for an argument: it takes
-// none but -h/--help); informational only.
+// pick) and atomic capability. Exit status 0 (2 for a bad argument);
+// informational only.
+//
+// weft-info --job, under a launcher (weft-run, weft-run --hosts, prterun,
+// mpirun): every rank starts weft, and rank 0 prints the job's layout — the
+// transport chosen, and which ranks run on which host. Exit status 1 if weft
+// cannot start.
 #include "transport/registry.hpp"
 
+#include <weft/comm.h>
 #include <weft/config.hpp>
+#include <weft/weft.h>
 
 #if WEFT_HAVE_VERBS
 #include "transport/verbs/verbs_device.hpp"
@@ -16,18 +23,72 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
+#include <unistd.h>
+#include <vector>
 
 namespace {
 
 void usage(std::FILE* out) {
     std::fprintf(out,
                  "weft-info: what this build of weft can use on this machine\n"
-                 "usage: weft-info [-h|--help]\n"
+                 "usage: weft-info [-h|--help] [--job]\n"
                  "Prints weft's version, each backend (WEFT_TRANSPORT): built, viable here and why, what\n"
                  "auto picks, the machine's topology\n"
                  "and each RDMA device's ports, GIDs (and the one weft picks) and atomic capability.\n"
-                 "Takes no arguments. Exit status: 0, or 2 for a bad argument.\n");
+                 "  --job   under a launcher: start weft on every rank; rank 0 prints the transport\n"
+                 "          chosen and the hosts with their ranks (exit status 1 if weft cannot start)\n"
+                 "Exit status: 0, or 2 for a bad argument.\n");
+}
+
+// One rank's line of the layout.
+struct RankRecord {
+    char host[64];
+    char transport[16];
+    uint64_t pid;
+};
+
+int job_layout() {
+    weft_context_t ctx = nullptr;
+    weft_status_t st = weft_init(&ctx);
+    if (st != WEFT_OK) {
+        std::fprintf(stderr, "weft-info --job: weft_init: %s\n", weft_strerror(st));
+        return 1;
+    }
+    uint32_t rank = 0, size = 0;
+    weft_rank(ctx, &rank);
+    weft_size(ctx, &size);
+    weft_caps_t caps{};
+    weft_query_caps(ctx, &caps);
+    RankRecord mine{};
+    gethostname(mine.host, sizeof mine.host - 1);
+    std::snprintf(mine.transport, sizeof mine.transport, "%s", caps.transport ? caps.transport : "?");
+    mine.pid = static_cast<uint64_t>(getpid());
+    std::vector<RankRecord> all(size);
+    weft_comm_t world = nullptr;
+    st = weft_comm_world(ctx, &world);
+    if (st == WEFT_OK) st = weft_allgather(world, &mine, sizeof mine, WEFT_BYTE, all.data());
+    if (st != WEFT_OK) {
+        std::fprintf(stderr, "weft-info --job: rank %u: gathering the layout: %s\n", rank, weft_strerror(st));
+        weft_finalize(ctx);
+        return 1;
+    }
+    if (rank == 0) {
+        std::map<std::string, std::vector<uint32_t>> hosts;  // by name, ranks in order
+        for (uint32_t r = 0; r < size; ++r) hosts[all[r].host].push_back(r);
+        std::printf("job: %u rank(s) on %zu host(s), transport %s\n", size, hosts.size(), all[0].transport);
+        for (const auto& [host, ranks] : hosts) {
+            std::printf("  host %s: rank(s)", host.c_str());
+            for (uint32_t r : ranks) std::printf(" %u", r);
+            std::printf("\n");
+        }
+        for (uint32_t r = 0; r < size; ++r)
+            if (std::strcmp(all[r].transport, all[0].transport) != 0)
+                std::printf("  rank %u uses transport %s\n", r, all[r].transport);
+    }
+    st = weft_finalize(ctx);
+    return st == WEFT_OK ? 0 : 1;
 }
 
 }  // namespace
@@ -38,7 +99,8 @@ int main(int argc, char** argv) {
             usage(stdout);
             return 0;
         }
-        std::fprintf(stderr, "weft-info: unknown argument '%s' (weft-info takes none)\n", argv[1]);
+        if (std::strcmp(argv[1], "--job") == 0 && argc == 2) return job_layout();
+        std::fprintf(stderr, "weft-info: unknown argument '%s'\n", argv[1]);
         usage(stderr);
         return 2;
     }

@@ -6,7 +6,14 @@
 // in /tmp to leak) and a connection is accepted only if it presents the
 // launch secret *and* comes from the very process we forked for that rank
 // (SO_PEERCRED pid) — anything else is refused and logged.
+//
+// With --hosts the ranks run on simulated hosts (hosts.hpp): the socket is
+// then a file (an abstract socket belongs to one network namespace), and
+// each rank is the child of a small waiter process that entered its host's
+// namespaces; signals go to the rank, its exit is read from the waiter.
 #include "tools/weft-run/launcher.hpp"
+
+#include "tools/weft-run/hosts.hpp"
 
 #include "transport/bootstrap/wire.hpp"
 
@@ -38,7 +45,9 @@ double now_s() { return static_cast<double>(weft::now_ns()) * 1e-9; }
 
 struct Proc {
     uint32_t job = 0, rank = 0, universe = 0;
-    pid_t pid = -1;
+    uint32_t host = 0;  // --hosts: the simulated host it runs on
+    pid_t pid = -1;     // the rank (signals, SO_PEERCRED)
+    pid_t waiter = -1;  // our child, whose exit is the rank's (pid without --hosts)
     bool exited = false;
     bool expected_death = false;    // the victim of an injected fault
     bool stopped_by_fault = false;  // its peers may fence it with SIGKILL
@@ -77,9 +86,10 @@ struct Collective {
 };
 
 struct Timer {
+    enum Kind { signal_rank, launch_timeout, kill_host, signal_host, link_down, link_up };
     double at;
-    int kind;  // 0 fault signal, 1 SIGCONT, 2 launch timeout
-    uint32_t proc;
+    Kind kind;
+    uint32_t target;  // a proc index, or a host
     int sig;
 };
 
@@ -90,7 +100,14 @@ public:
 
 private:
     bool setup_socket();
+    bool setup_hosts();
+    void remove_socket_file() {
+        if (socket_dir_.empty()) return;
+        unlink(address_.c_str());
+        rmdir(socket_dir_.c_str());
+    }
     bool spawn_all();
+    void fire(const Timer& t);
     void spawn(uint32_t index);
     void loop();
     void on_accept();
@@ -116,6 +133,8 @@ private:
     uint8_t secret_[wire::secret_size];
     char secret_hex_[2 * wire::secret_size + 1];
     std::string address_;
+    std::string socket_dir_;  // --hosts: the directory of the socket file
+    SimulatedHosts hosts_;
     int listen_fd_ = -1;
     int signal_fd_ = -1;
     // --drain-on: an eventfd the ranks' drain threads watch (the first to
@@ -150,16 +169,67 @@ bool Launcher::setup_socket() {
     char name[64];
     std::snprintf(name, sizeof name, "@weft-run-%d-%08x", static_cast<int>(getpid()), tag);
     address_ = name;
+    if (opt_.hosts) {
+        // A file every host sees (/run is not one of the private mounts).
+        char dir[] = "/run/weft-run-XXXXXX";
+        if (!mkdtemp(dir)) {
+            std::fprintf(stderr, "weft-run: --hosts: %s: %s\n", dir, std::strerror(errno));
+            return false;
+        }
+        socket_dir_ = dir;
+        address_ = socket_dir_ + "/bootstrap";
+    }
     listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (listen_fd_ < 0) return false;
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
-    std::memcpy(sa.sun_path + 1, address_.data() + 1, address_.size() - 1);
-    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size());
+    // Abstract ('@': a leading NUL) or a path.
+    std::memcpy(sa.sun_path + (address_[0] == '@'), address_.data() + (address_[0] == '@'),
+                address_.size() - (address_[0] == '@'));
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address_.size() + (address_[0] != '@'));
     if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0 || listen(listen_fd_, 4096) != 0) {
         std::fprintf(stderr, "weft-run: bootstrap socket: %s\n", std::strerror(errno));
         return false;
     }
+    return true;
+}
+
+bool Launcher::setup_hosts() {
+    if (!opt_.hosts) return true;
+    // What the launch names under /tmp stays visible on every host: the
+    // working directory, the programs and the arguments that are paths
+    // there (an output directory), by their top-level entry.
+    std::vector<std::string> keep;
+    auto keep_path = [&](std::string path) {
+        if (path.empty()) return;
+        if (path[0] != '/') {
+            char cwd[4096];
+            if (!getcwd(cwd, sizeof cwd)) return;
+            path = std::string(cwd) + "/" + path;
+        }
+        if (path.rfind("/tmp/", 0) != 0) return;
+        const std::string top =
+            path.substr(5, path.find('/', 5) == std::string::npos ? std::string::npos : path.find('/', 5) - 5);
+        if (!top.empty() && std::find(keep.begin(), keep.end(), top) == keep.end()) keep.push_back(top);
+    };
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) keep_path(cwd);
+    for (const auto& job : opt_.jobs)
+        for (const auto& a : job.argv) {
+            const size_t eq = a.find("=/");  // --out=/tmp/x
+            if (eq != std::string::npos)
+                keep_path(a.substr(eq + 1));
+            else if (a.find('/') != std::string::npos)
+                keep_path(a);
+        }
+    std::string error;
+    if (!hosts_.create(opt_.hosts, keep, error)) {
+        std::fprintf(stderr, "weft-run: --hosts %u: %s\n", opt_.hosts, error.c_str());
+        return false;
+    }
+    for (uint32_t h = 0; h < opt_.hosts; ++h)
+        say("host %u: %s at %s (PID 1 is pid %d)", h, hosts_.hostname(h).c_str(), hosts_.address(h).c_str(),
+            static_cast<int>(hosts_.holder(h)));
     return true;
 }
 
@@ -216,6 +286,11 @@ void Launcher::spawn(uint32_t index) {
         if (ncores > 0) core = hwloc_get_obj_by_type(topo_, HWLOC_OBJ_CORE, p.universe % ncores);
     }
     const pid_t parent = getpid();
+    int rank_pid[2] = {-1, -1};  // --hosts: the waiter tells us the rank's pid
+    if (opt_.hosts && pipe2(rank_pid, O_CLOEXEC) != 0) {
+        std::fprintf(stderr, "weft-run: pipe: %s\n", std::strerror(errno));
+        return;
+    }
 
     pid_t pid = fork();
     if (pid < 0) {
@@ -227,6 +302,41 @@ void Launcher::spawn(uint32_t index) {
         // nothing running).
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);
+        if (opt_.hosts) {
+            // The waiter: into the host, then the rank as our child there.
+            if (!hosts_.enter(p.host)) {
+                char msg[160];
+                int n = std::snprintf(msg, sizeof msg, "weft-run: cannot enter host %u: %s\n", p.host,
+                                      std::strerror(errno));
+                ssize_t r = write(2, msg, n > 0 ? static_cast<size_t>(n) : 0);
+                (void)r;
+                _exit(127);
+            }
+            const pid_t rank = fork();
+            if (rank < 0) _exit(127);
+            if (rank > 0) {
+                // In our namespace (weft-run's), the rank's pid is `rank`.
+                ssize_t w = write(rank_pid[1], &rank, sizeof rank);
+                (void)w;
+                int status = 0;
+                while (waitpid(rank, &status, 0) < 0 && errno == EINTR) {
+                }
+                if (WIFSIGNALED(status)) {
+                    // Die the same way, so weft-run reads the rank's death.
+                    sigset_t all;
+                    sigfillset(&all);
+                    sigprocmask(SIG_UNBLOCK, &all, nullptr);
+                    signal(WTERMSIG(status), SIG_DFL);
+                    kill(getpid(), WTERMSIG(status));
+                    _exit(128 + WTERMSIG(status));
+                }
+                _exit(WEXITSTATUS(status));
+            }
+            // The waiter is outside the host's PID namespace: getppid() is 0
+            // while it lives, 1 (the host's PID 1) once it has died.
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != 0) _exit(127);
+        }
         sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
         if (core && core->cpuset) hwloc_set_cpubind(topo_, core->cpuset, HWLOC_CPUBIND_PROCESS);
         execvpe(argv[0], argv.data(), envp.data());
@@ -237,18 +347,35 @@ void Launcher::spawn(uint32_t index) {
         (void)r;
         _exit(127);
     }
-    p.pid = pid;
-    say("job %u rank %u: pid %d", p.job, p.rank, static_cast<int>(pid));
+    p.pid = p.waiter = pid;
+    if (opt_.hosts) {
+        close(rank_pid[1]);
+        pid_t rank = -1;
+        if (read(rank_pid[0], &rank, sizeof rank) == static_cast<ssize_t>(sizeof rank)) p.pid = rank;
+        close(rank_pid[0]);
+        // No pid: the waiter failed and exits; reap() reports it.
+    }
+    say("job %u rank %u: pid %d%s%s", p.job, p.rank, static_cast<int>(p.pid), opt_.hosts ? " on " : "",
+        opt_.hosts ? hosts_.hostname(p.host).c_str() : "");
 }
 
 bool Launcher::spawn_all() {
-    uint32_t u = 0;
+    uint32_t u = 0, universe = 0;
+    for (const auto& j : opt_.jobs) universe += j.size;
+    // --hosts: ranks in blocks, as launchers map by slot.
+    const uint32_t per_host = opt_.hosts ? (universe + opt_.hosts - 1) / opt_.hosts : universe;
     for (uint32_t j = 0; j < opt_.jobs.size(); ++j)
         for (uint32_t r = 0; r < opt_.jobs[j].size; ++r) {
             Proc p;
             p.job = j;
             p.rank = r;
             p.universe = u++;
+            p.host = p.universe / per_host;
+            for (const auto& f : opt_.faults) {
+                if (f.host < 0 || static_cast<uint32_t>(f.host) != p.host) continue;
+                if (f.action == FaultAction::kill) p.expected_death = true;
+                if (f.action == FaultAction::stop) p.stopped_by_fault = true;
+            }
             procs_.push_back(p);
         }
     for (uint32_t i = 0; i < procs_.size(); ++i) {
@@ -258,12 +385,26 @@ bool Launcher::spawn_all() {
     double t0 = now_s();
     for (const auto& f : opt_.faults) {
         if (f.after_s < 0) continue;
+        if (f.host >= 0) {
+            const uint32_t h = static_cast<uint32_t>(f.host);
+            const double end = t0 + f.after_s + f.for_s;
+            if (f.action == FaultAction::kill) timers_.push_back({t0 + f.after_s, Timer::kill_host, h, SIGKILL});
+            if (f.action == FaultAction::stop) {
+                timers_.push_back({t0 + f.after_s, Timer::signal_host, h, SIGSTOP});
+                if (f.for_s >= 0) timers_.push_back({end, Timer::signal_host, h, SIGCONT});
+            }
+            if (f.action == FaultAction::cut) {
+                timers_.push_back({t0 + f.after_s, Timer::link_down, h, 0});
+                if (f.for_s >= 0) timers_.push_back({end, Timer::link_up, h, 0});
+            }
+            continue;
+        }
         uint32_t pi = 0;
         while (procs_[pi].job != f.job || procs_[pi].rank != f.rank) ++pi;
-        timers_.push_back({t0 + f.after_s, 0, pi, f.action == FaultAction::kill ? SIGKILL : SIGSTOP});
-        if (f.for_s >= 0) timers_.push_back({t0 + f.after_s + f.for_s, 1, pi, SIGCONT});
+        timers_.push_back({t0 + f.after_s, Timer::signal_rank, pi, f.action == FaultAction::kill ? SIGKILL : SIGSTOP});
+        if (f.for_s >= 0) timers_.push_back({t0 + f.after_s + f.for_s, Timer::signal_rank, pi, SIGCONT});
     }
-    if (opt_.timeout_s > 0) timers_.push_back({t0 + opt_.timeout_s, 2, 0, SIGKILL});
+    if (opt_.timeout_s > 0) timers_.push_back({t0 + opt_.timeout_s, Timer::launch_timeout, 0, SIGKILL});
     return true;
 }
 
@@ -477,9 +618,13 @@ void Launcher::reap() {
         int status = 0;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid <= 0) return;
+        if (hosts_.reaped_holder(pid)) {
+            say("a simulated host's PID 1 (pid %d) is gone", static_cast<int>(pid));
+            continue;
+        }
         for (uint32_t i = 0; i < procs_.size(); ++i) {
             Proc& p = procs_[i];
-            if (p.pid != pid) continue;
+            if (p.waiter != pid) continue;
             p.exited = true;
             p.status = status;
             const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -547,6 +692,44 @@ void Launcher::on_report() {
     }
 }
 
+void Launcher::fire(const Timer& t) {
+    const char* sig = t.sig == SIGKILL ? "SIGKILL" : t.sig == SIGSTOP ? "SIGSTOP" : "SIGCONT";
+    switch (t.kind) {
+        case Timer::launch_timeout:
+            std::fprintf(stderr, "weft-run: timeout after %.1f s: killing %u ranks\n", opt_.timeout_s, alive_count());
+            timed_out_ = true;
+            exit_code_ = 124;
+            kill_all(SIGKILL);
+            kill_all(SIGCONT);
+            break;
+        case Timer::signal_rank:
+            if (procs_[t.target].exited) break;
+            std::fprintf(stderr, "weft-run: fault: %s job %u rank %u (pid %d)\n", sig, procs_[t.target].job,
+                         procs_[t.target].rank, static_cast<int>(procs_[t.target].pid));
+            kill(procs_[t.target].pid, t.sig);
+            break;
+        case Timer::kill_host:
+            // PID 1 of the host: the kernel kills every process there at once.
+            std::fprintf(stderr, "weft-run: fault: host %u lost (SIGKILL to its PID 1, pid %d)\n", t.target,
+                         static_cast<int>(hosts_.holder(t.target)));
+            if (hosts_.holder(t.target) > 0) kill(hosts_.holder(t.target), SIGKILL);
+            break;
+        case Timer::signal_host:
+            std::fprintf(stderr, "weft-run: fault: %s every rank of host %u\n", sig, t.target);
+            for (const Proc& p : procs_)
+                if (p.host == t.target && !p.exited) kill(p.pid, t.sig);
+            break;
+        case Timer::link_down:
+        case Timer::link_up: {
+            const bool up = t.kind == Timer::link_up;
+            std::fprintf(stderr, "weft-run: fault: host %u's link %s\n", t.target, up ? "up again" : "cut");
+            if (!hosts_.set_link(t.target, up))
+                std::fprintf(stderr, "weft-run: could not set host %u's link %s\n", t.target, up ? "up" : "down");
+            break;
+        }
+    }
+}
+
 void Launcher::loop() {
     while (!all_exited()) {
         std::vector<pollfd> fds;
@@ -580,21 +763,7 @@ void Launcher::loop() {
                 continue;
             }
             timers_.erase(timers_.begin() + static_cast<long>(k));
-            if (t.kind == 2) {
-                std::fprintf(stderr, "weft-run: timeout after %.1f s: killing %u ranks\n", opt_.timeout_s,
-                             alive_count());
-                timed_out_ = true;
-                exit_code_ = 124;
-                kill_all(SIGKILL);
-                kill_all(SIGCONT);
-            } else if (!procs_[t.proc].exited) {
-                std::fprintf(stderr, "weft-run: fault: %s job %u rank %u (pid %d)\n",
-                             t.sig == SIGKILL   ? "SIGKILL"
-                             : t.sig == SIGSTOP ? "SIGSTOP"
-                                                : "SIGCONT",
-                             procs_[t.proc].job, procs_[t.proc].rank, static_cast<int>(procs_[t.proc].pid));
-                kill(procs_[t.proc].pid, t.sig);
-            }
+            fire(t);
         }
         if (r <= 0) continue;
         if (fds[0].revents) on_signal();
@@ -614,6 +783,11 @@ int Launcher::run() {
     signal_fd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     signal(SIGPIPE, SIG_IGN);
     if (signal_fd_ < 0 || !setup_socket()) return 1;
+    if (!setup_hosts()) {
+        close(listen_fd_);
+        remove_socket_file();
+        return 1;
+    }
     if (opt_.drain_signal) {
         int p[2];
         drain_fd_ = eventfd(0, EFD_NONBLOCK);  // inherited by the ranks
@@ -639,6 +813,7 @@ int Launcher::run() {
     loop();
     for (size_t i = 0; i < conns_.size(); ++i) close_conn(i);
     close(listen_fd_);
+    remove_socket_file();
     if (report_rd_ >= 0) {
         on_report();
         close(report_rd_);

@@ -14,12 +14,17 @@ struct JobSpec {
     std::vector<std::string> argv;
 };
 
-enum class FaultAction { kill, stop };
+// kill/stop a rank, or with host=H (under --hosts) a whole host: kill is a
+// node loss (its PID 1 is killed, and with it every process of the host),
+// stop stops every rank of the host (a hung node), cut takes its link down
+// (and up again after for=SEC).
+enum class FaultAction { kill, stop, cut };
 
 struct FaultSpec {
     FaultAction action = FaultAction::kill;
     uint32_t job = 0;
     uint32_t rank = 0;
+    int32_t host = -1;    // >= 0: a host fault
     double after_s = -1;  // timed: signal after this many seconds
     double for_s = -1;    // stop only: SIGCONT after this many seconds
     std::string at;       // fault point name (the rank signals itself)
@@ -30,6 +35,7 @@ struct Options {
     std::vector<JobSpec> jobs;
     std::vector<FaultSpec> faults;
     std::string transport;  // exported as WEFT_TRANSPORT when set
+    uint32_t hosts = 0;     // --hosts K: simulated hosts (hosts.hpp); 0: none
     double timeout_s = 0;   // 0: none
     bool keep_survivors = false;
     bool bind = true;

@@ -38,11 +38,16 @@ void usage(std::FILE* out) {
                  "  --timeout SEC        kill every rank and exit 124 after SEC seconds\n"
                  "  --keep-survivors     do not kill the other ranks when one fails\n"
                  "  --no-bind            do not bind ranks to cores\n"
+                 "  --hosts K            run the ranks on K simulated hosts (root: network, PID and\n"
+                 "                       mount namespaces joined by a private bridge; ranks in blocks)\n"
                  "  --fault SPEC         inject a fault (repeatable):\n"
                  "                         kill:rank=R[:job=J]:after=SEC\n"
                  "                         stop:rank=R[:job=J]:after=SEC[:for=SEC]\n"
                  "                         kill:rank=R[:job=J]:at=NAME[:count=K]\n"
                  "                         stop:rank=R[:job=J]:at=NAME[:count=K]\n"
+                 "                         kill:host=H:after=SEC         (--hosts: a node loss)\n"
+                 "                         stop:host=H:after=SEC[:for=SEC] (every rank of host H)\n"
+                 "                         cut:host=H:after=SEC[:for=SEC]  (host H's link down)\n"
                  "  --drain-on SIG       on signal SIG (e.g. SIGUSR1), ask the job for a drain and\n"
                  "                       print its result (drain.h; needs the ranks' drain threads)\n"
                  "  -v                   say what the launcher does\n"
@@ -70,11 +75,11 @@ bool parse_fault(const std::string& text, FaultSpec& f, std::string& error) {
         parts.push_back(text.substr(pos, c - pos));
         pos = c + 1;
     }
-    if (parts.empty() || (parts[0] != "kill" && parts[0] != "stop")) {
-        error = "a fault starts with kill or stop";
+    if (parts.empty() || (parts[0] != "kill" && parts[0] != "stop" && parts[0] != "cut")) {
+        error = "a fault starts with kill, stop or cut";
         return false;
     }
-    f.action = parts[0] == "kill" ? FaultAction::kill : FaultAction::stop;
+    f.action = parts[0] == "kill" ? FaultAction::kill : parts[0] == "stop" ? FaultAction::stop : FaultAction::cut;
     bool have_rank = false;
     for (size_t i = 1; i < parts.size(); ++i) {
         size_t eq = parts[i].find('=');
@@ -87,6 +92,8 @@ bool parse_fault(const std::string& text, FaultSpec& f, std::string& error) {
         if (k == "rank" && parse_uint(v, u)) {
             f.rank = static_cast<uint32_t>(u);
             have_rank = true;
+        } else if (k == "host" && parse_uint(v, u) && u < 4096) {
+            f.host = static_cast<int32_t>(u);
         } else if (k == "job" && parse_uint(v, u)) {
             f.job = static_cast<uint32_t>(u);
         } else if (k == "after" && parse_number(v, f.after_s)) {
@@ -100,16 +107,24 @@ bool parse_fault(const std::string& text, FaultSpec& f, std::string& error) {
             return false;
         }
     }
-    if (!have_rank) {
-        error = "a fault needs rank=R";
+    if (have_rank == (f.host >= 0)) {
+        error = "a fault needs exactly one of rank=R or host=H";
+        return false;
+    }
+    if (f.action == FaultAction::cut && f.host < 0) {
+        error = "cut goes with host=H";
+        return false;
+    }
+    if (f.host >= 0 && f.after_s < 0) {
+        error = "a host fault needs after=SEC";
         return false;
     }
     if ((f.after_s >= 0) == !f.at.empty()) {
         error = "a fault needs exactly one of after=SEC or at=NAME";
         return false;
     }
-    if (f.for_s >= 0 && (f.action != FaultAction::stop || f.after_s < 0)) {
-        error = "for=SEC goes with stop:...:after=SEC";
+    if (f.for_s >= 0 && (f.action == FaultAction::kill || f.after_s < 0)) {
+        error = "for=SEC goes with stop:...:after=SEC or cut:...:after=SEC";
         return false;
     }
     return true;
@@ -147,6 +162,14 @@ bool parse_options(int argc, char** argv, Options& opt) {
                 std::fprintf(stderr, "weft-run: --drain-on: '%s' is not a signal weft-run can catch\n", v);
                 return false;
             }
+        } else if (a == "--hosts") {
+            const char* v = need("--hosts");
+            uint64_t k = 0;
+            if (!v || !parse_uint(v, k) || k == 0 || k > 64) {
+                std::fprintf(stderr, "weft-run: --hosts takes a host count from 1 to 64\n");
+                return false;
+            }
+            opt.hosts = static_cast<uint32_t>(k);
         } else if (a == "--keep-survivors") {
             opt.keep_survivors = true;
         } else if (a == "--no-bind") {
@@ -210,6 +233,14 @@ bool parse_options(int argc, char** argv, Options& opt) {
         return false;
     }
     for (const auto& f : opt.faults) {
+        if (f.host >= 0) {
+            if (static_cast<uint32_t>(f.host) >= opt.hosts) {
+                std::fprintf(stderr, "weft-run: fault names host %d, but the launch has %u (--hosts)\n", f.host,
+                             opt.hosts);
+                return false;
+            }
+            continue;
+        }
         if (f.job >= opt.jobs.size() || f.rank >= opt.jobs[f.job].size) {
             std::fprintf(stderr, "weft-run: fault names job %u rank %u, which the launch does not have\n", f.job,
                          f.rank);

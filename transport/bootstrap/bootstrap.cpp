@@ -80,15 +80,20 @@ public:
         job_ = job;
         rank_ = rank;
         job_sizes_ = std::move(sizes);
-        if (address.size() < 2 || address[0] != '@' || address.size() > sizeof(sockaddr_un::sun_path) - 1)
-            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "bootstrap address '%s' is not unix:@NAME", address.c_str());
+        const bool abstract = !address.empty() && address[0] == '@';
+        if (address.size() < 2 || (!abstract && address[0] != '/') ||
+            address.size() > sizeof(sockaddr_un::sun_path) - 1)
+            return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "bootstrap address '%s' is not unix:@NAME or unix:/PATH",
+                             address.c_str());
         fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd_ < 0) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "socket: %s", std::strerror(errno));
         sockaddr_un sa{};
         sa.sun_family = AF_UNIX;
-        // Abstract namespace: leading NUL, nothing in the file system to leak.
-        std::memcpy(sa.sun_path + 1, address.data() + 1, address.size() - 1);
-        socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
+        // Abstract namespace (leading NUL, nothing in the file system to
+        // leak), or a path: weft-run --hosts, whose ranks are in other
+        // network namespaces, where abstract names do not reach.
+        std::memcpy(sa.sun_path + abstract, address.data() + abstract, address.size() - abstract);
+        socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() + !abstract);
         if (::connect(fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0)
             return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "connect to launcher %s: %s", address.c_str(), std::strerror(errno));
         wire::Hello h{};
@@ -185,7 +190,7 @@ std::unique_ptr<Bootstrap> make_singleton_bootstrap() { return std::make_unique<
 Status make_socket_bootstrap(std::unique_ptr<Bootstrap>& out) {
     std::string addr = env_string("WEFT_BOOTSTRAP", "");
     if (addr.rfind("unix:", 0) != 0)
-        return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "WEFT_BOOTSTRAP=%s: expected unix:@NAME", addr.c_str());
+        return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "WEFT_BOOTSTRAP=%s: expected unix:@NAME or unix:/PATH", addr.c_str());
     uint8_t secret[wire::secret_size];
     if (!parse_secret(std::getenv("WEFT_SECRET"), secret))
         return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "WEFT_SECRET missing or not 64 hex digits");

@@ -1,7 +1,8 @@
 // bootstrap.hpp — start-up exchange between the processes of a launch.
 //
 // Three sources, chosen from the environment at init:
-//   weft-run  (WEFT_BOOTSTRAP=unix:@NAME + WEFT_SECRET): a Unix socket to the
+//   weft-run  (WEFT_BOOTSTRAP=unix:@NAME, or unix:/PATH under --hosts, +
+//             WEFT_SECRET): a Unix socket to the
 //             launcher, which gathers and redistributes contributions;
 //   PMIx      (PMIX_RANK set, e.g. under Open MPI's mpirun): Put/Commit/
 //             Fence/Get;

@@ -1,0 +1,236 @@
+// hosts.cpp — the simulated hosts of weft-run --hosts (see hosts.hpp).
+#include "tools/weft-run/hosts.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace weft::run {
+
+namespace {
+
+constexpr size_t holder_stack = 256 * 1024;
+
+struct HolderArgs {
+    const char* hostname;                  // null: the switch (a network namespace only)
+    const std::vector<std::string>* keep;  // top-level entries of /tmp the launch needs
+    int ready_fd;
+};
+
+// A host's namespaces are set up by its PID 1, the only process that can
+// mount a /proc of the new PID namespace.
+bool setup_host(const HolderArgs& a) {
+    if (sethostname(a.hostname, std::strlen(a.hostname)) != 0) return false;
+    // Nothing mounted here propagates back to the machine.
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+    const int old_tmp = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (old_tmp < 0) return false;
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return false;
+    // The launch's own directories under /tmp (where the program, its
+    // working directory or its output live) stay reachable; the rest of
+    // /tmp is this host's own.
+    for (const std::string& name : *a.keep) {
+        const std::string from = "/proc/self/fd/" + std::to_string(old_tmp) + "/" + name, to = "/tmp/" + name;
+        struct stat st;
+        if (stat(from.c_str(), &st) != 0) continue;
+        if (S_ISDIR(st.st_mode))
+            mkdir(to.c_str(), 0700);
+        else
+            close(open(to.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+        if (mount(from.c_str(), to.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
+    }
+    close(old_tmp);
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return false;
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) return false;
+    return true;
+}
+
+// Brings the loopback interface of the current network namespace up.
+bool loopback_up() {
+    const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return false;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+    bool ok = ioctl(s, SIOCGIFFLAGS, &ifr) == 0;
+    ifr.ifr_flags |= IFF_UP;
+    ok = ok && ioctl(s, SIOCSIFFLAGS, &ifr) == 0;
+    close(s);
+    return ok;
+}
+
+int holder_main(void* arg) {
+    const HolderArgs& a = *static_cast<const HolderArgs*>(arg);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const bool ok = (!a.hostname || setup_host(a)) && loopback_up();
+    const char verdict = ok ? '1' : '0';
+    if (write(a.ready_fd, &verdict, 1) != 1 || !ok) _exit(1);
+    close(a.ready_fd);
+    // PID 1 of the host: reap what is orphaned here until killed. SIGCHLD
+    // is blocked (inherited from weft-run), so sigwaitinfo sees it.
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    for (;;) {
+        while (waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        sigwaitinfo(&chld, nullptr);
+    }
+}
+
+}  // namespace
+
+pid_t SimulatedHosts::spawn_holder(int flags, const std::string& hostname, const std::vector<std::string>& keep) {
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) return -1;
+    void* stack = mmap(nullptr, holder_stack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return -1;
+    HolderArgs args{hostname.empty() ? nullptr : hostname.c_str(), &keep, ready[1]};
+    const pid_t pid = clone(holder_main, static_cast<char*>(stack) + holder_stack, flags | SIGCHLD, &args);
+    // Without CLONE_VM the child runs on its own copy of the stack.
+    munmap(stack, holder_stack);
+    close(ready[1]);
+    char verdict = '0';
+    const bool ready_ok = pid > 0 && read(ready[0], &verdict, 1) == 1 && verdict == '1';
+    close(ready[0]);
+    if (pid > 0 && !ready_ok) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        return -1;
+    }
+    return pid;
+}
+
+bool SimulatedHosts::ip(pid_t ns_pid, const std::vector<std::string>& args) {
+    const std::string ns = "/proc/" + std::to_string(ns_pid) + "/ns/net";
+    std::vector<char*> argv;
+    std::vector<std::string> all = {"ip"};
+    all.insert(all.end(), args.begin(), args.end());
+    for (auto& s : all) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (setns(fd, CLONE_NEWNET) != 0) _exit(126);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, nullptr);
+        execvp("ip", argv.data());
+        _exit(127);
+    }
+    close(fd);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return false;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        std::fprintf(stderr, "weft-run: --hosts: cannot run 'ip' (apt-get install iproute2)\n");
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_tmp, std::string& error) {
+    if (geteuid() != 0) {
+        error = "--hosts needs root (network, mount and PID namespaces)";
+        return false;
+    }
+    switch_ = spawn_holder(CLONE_NEWNET, "", keep_in_tmp);
+    if (switch_ < 0) {
+        error = std::string("cannot create the switch's network namespace: ") + std::strerror(errno);
+        return false;
+    }
+    if (!ip(switch_, {"link", "add", "wbr", "type", "bridge"}) || !ip(switch_, {"link", "set", "wbr", "up"})) {
+        error = "cannot create the bridge";
+        return false;
+    }
+    for (uint32_t h = 0; h < k; ++h) {
+        Host host;
+        host.holder = spawn_holder(CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC, hostname(h),
+                                   keep_in_tmp);
+        if (host.holder < 0) {
+            error = "cannot create host " + std::to_string(h) + "'s namespaces";
+            return false;
+        }
+        hosts_.push_back(host);
+        const char* names[5] = {"net", "uts", "mnt", "pid", "ipc"};
+        for (int i = 0; i < 5; ++i) {
+            const std::string path = "/proc/" + std::to_string(host.holder) + "/ns/" + names[i];
+            hosts_.back().ns[i] = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (hosts_.back().ns[i] < 0) {
+                error = "cannot open " + path + ": " + std::strerror(errno);
+                return false;
+            }
+        }
+        // One veth: "eth0" in the host, "hH" on the switch's bridge.
+        const std::string side = "h" + std::to_string(h);
+        if (!ip(switch_,
+                {"link", "add", side, "type", "veth", "peer", "name", "eth0", "netns", std::to_string(host.holder)}) ||
+            !ip(switch_, {"link", "set", side, "master", "wbr", "up"}) ||
+            !ip(host.holder, {"addr", "add", address(h) + "/24", "dev", "eth0"}) ||
+            !ip(host.holder, {"link", "set", "eth0", "up"})) {
+            error = "cannot wire host " + std::to_string(h) + " to the switch";
+            return false;
+        }
+    }
+    return true;
+}
+
+SimulatedHosts::~SimulatedHosts() {
+    for (Host& h : hosts_) {
+        for (int fd : h.ns)
+            if (fd >= 0) close(fd);
+        if (h.holder > 0) {
+            kill(h.holder, SIGKILL);
+            waitpid(h.holder, nullptr, 0);
+        }
+    }
+    if (switch_ > 0) {
+        kill(switch_, SIGKILL);
+        waitpid(switch_, nullptr, 0);
+    }
+}
+
+bool SimulatedHosts::reaped_holder(pid_t pid) {
+    if (pid <= 0) return false;
+    if (pid == switch_) {
+        switch_ = -1;
+        return true;
+    }
+    for (Host& h : hosts_)
+        if (h.holder == pid) {
+            h.holder = -1;
+            return true;
+        }
+    return false;
+}
+
+std::string SimulatedHosts::address(uint32_t h) const { return "10.213.0." + std::to_string(h + 1); }
+
+std::string SimulatedHosts::hostname(uint32_t h) const { return "weft-host-" + std::to_string(h); }
+
+bool SimulatedHosts::enter(uint32_t h) const {
+    const Host& host = hosts_[h];
+    // The mount namespace resets the working directory to its root: come
+    // back to ours (the same path: only /tmp, /dev/shm, /proc differ there).
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) return false;
+    const int types[5] = {CLONE_NEWNET, CLONE_NEWUTS, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC};
+    for (int i = 0; i < 5; ++i)
+        if (setns(host.ns[i], types[i]) != 0) return false;
+    return chdir(cwd) == 0;
+}
+
+bool SimulatedHosts::set_link(uint32_t h, bool up) {
+    return ip(switch_, {"link", "set", "h" + std::to_string(h), up ? "up" : "down"});
+}
+
+}  // namespace weft::run
