@@ -64,6 +64,7 @@ enum Count : size_t {
     p2p_ops_per_round_milli,
     barrier_rounds,
     barrier_ops_per_round_milli,
+    settle_ops,
     counts
 };
 
@@ -182,7 +183,8 @@ int main(int argc, char** argv) {
                                   p.p2p_rounds,
                                   per_round_milli(p.p2p_ops, p.p2p_rounds),
                                   p.barrier_rounds,
-                                  per_round_milli(p.barrier_ops, p.barrier_rounds)};
+                                  per_round_milli(p.barrier_ops, p.barrier_rounds),
+                                  p.settle_ops};
             check(weft_allreduce(world, WEFT_IN_PLACE, at, points, WEFT_UINT64, WEFT_OP_MAX), "allreduce");
             check(weft_allreduce(world, WEFT_IN_PLACE, c, counts, WEFT_UINT64, WEFT_OP_MAX), "allreduce");
             for (size_t i = 1; i < points; ++i) {
@@ -241,7 +243,7 @@ int main(int argc, char** argv) {
         std::printf(
             "ranks %u  counts (max over ranks, median over drains): observer %s  clock rounds %llu, "
             "ops/round %.2f (%.2f-%.2f), depth %llu (%llu-%llu), polls %llu, target ops %llu; p2p rounds %llu, "
-            "ops/round %.2f; barrier rounds %llu, ops/round %.2f\n",
+            "ops/round %.2f; barrier rounds %llu, ops/round %.2f; settling ops %llu\n",
             size, std::getenv("WEFT_DRAIN_OBSERVE") ? std::getenv("WEFT_DRAIN_OBSERVE") : "auto",
             static_cast<unsigned long long>(med(count_max[clock_rounds])),
             med(count_max[clock_ops_per_round_milli]) / 1e3, ops_lo / 1e3, ops_hi / 1e3,
@@ -250,7 +252,8 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(med(count_max[target_ops])),
             static_cast<unsigned long long>(med(count_max[p2p_rounds])), med(count_max[p2p_ops_per_round_milli]) / 1e3,
             static_cast<unsigned long long>(med(count_max[barrier_rounds])),
-            med(count_max[barrier_ops_per_round_milli]) / 1e3);
+            med(count_max[barrier_ops_per_round_milli]) / 1e3,
+            static_cast<unsigned long long>(med(count_max[settle_ops])));
     }
     check(weft_finalize(ctx), "finalize");
     if (coordinator > 0) waitpid(coordinator, nullptr, 0);

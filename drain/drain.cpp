@@ -217,7 +217,7 @@ void Drain::read_remote(uint32_t r, std::initializer_list<uint64_t> offs, uint64
 // Compare-swap `want` into rank r's word at off until it is there or
 // `enough(old)` says the word already holds at least as much.
 template <typename Enough>
-Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect) {
+Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect, uint64_t* ops) {
     if (r != rt_.rank() && rt_.peer_failed(r)) return WEFT_ERR_PEER_FAILED;  // nobody reads it any more
     // Ends: each pass either settles (our value is in, the word holds
     // enough, or the operation failed, bounded by WEFT_TIMEOUT_MS) or saw
@@ -225,21 +225,21 @@ Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, 
     // bound the raisers share, so the retries are as many as competing raises.
     for (;;) {
         uint64_t old = 0;
-        count_op(r);
+        count_op(r, ops);
         Status st = win_->ops->compare_swap(win_, r, off, expect, want, &old);
         if (st != WEFT_OK || old == expect || enough(old)) return st;
         expect = old;
     }
 }
 
-void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value) {
+void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value, uint64_t* ops) {
     // Stops at a word of another communicator (the slot was reused there)
     // or one that already holds as much for this attempt.
     const auto enough = [&](uint64_t old) {
         return use_of(old) != use || (attempt_of(old) == (attempt & attempt_mask) && (old & value_mask) >= value);
     };
-    Status st =
-        cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough, tagged(0, use, 0));
+    Status st = cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough,
+                          tagged(0, use, 0), ops);
     if (st == WEFT_ERR_PEER_FAILED && rt_.peer_failed(r)) return;  // must_end() says so
     if (st != WEFT_OK) WEFT_LOG(warn, "drain: raising a target at rank %u failed: %s", r, weft_strerror(st));
 }
@@ -264,9 +264,15 @@ uint32_t Drain::reported_failure() {
 
 void Drain::decide(uint64_t attempt, Code from, Code to) {
     if (rt_.peer_failed(0) && rt_.rank() != 0) return;  // no decision word: each ends on its own view
+    // Once per phase at most, whatever N: counted apart from the rounds.
+    uint64_t* const round_ops = ops_;
+    ops_ = &prof_.settle_ops;
     // `from` undecided: whatever older attempt's outcome the word holds.
     uint64_t expect = from == undecided ? decision() : (attempt << 4) | from;
-    if (from == undecided && (expect >> 4) >= attempt) return;  // already decided
+    if (from == undecided && (expect >> 4) >= attempt) {  // already decided
+        ops_ = round_ops;
+        return;
+    }
     if (to == member_failed && failed_rank_ != UINT32_MAX) {
         // Before the decision, so that whoever reads the decision finds it.
         const uint64_t hint = uint64_t(failed_rank_) + 1;
@@ -279,6 +285,7 @@ void Drain::decide(uint64_t attempt, Code from, Code to) {
     uint64_t old = 0;
     count_op(0);
     win_->ops->compare_swap(win_, 0, WEFT_STATE_DRAIN_DECISION_OFF, expect, (attempt << 4) | to, &old);
+    ops_ = round_ops;
 }
 
 Drain::Code Drain::settle(uint64_t attempt, Code from, Code to) {
@@ -343,10 +350,13 @@ Status Drain::request(uint64_t& number) {
         // The asking thread does it itself: handing it to our drain thread
         // cost a wake-up and a closing of the gate before any other rank
         // heard (issue 14: a third of a drain at 8 ranks).
-        for (uint32_t r = 0; r < rt_.size(); ++r) {
-            if (r != rt_.rank() && rt_.peer_failed(r)) continue;
-            uint64_t* word =
-                r == rt_.rank() ? sw_.word(WEFT_STATE_EPOCH_OFF) : sw_.mapped_word(r, WEFT_STATE_EPOCH_OFF);
+        // Ours last: the thread a wake-up makes runnable may take this core
+        // at once (wake-up preemption), and the others would wait for it.
+        const uint32_t n = rt_.size(), me = rt_.rank();
+        for (uint32_t i = 1; i <= n; ++i) {
+            const uint32_t r = (me + i) % n;
+            if (r != me && rt_.peer_failed(r)) continue;
+            uint64_t* word = r == me ? sw_.word(WEFT_STATE_EPOCH_OFF) : sw_.mapped_word(r, WEFT_STATE_EPOCH_OFF);
             std::atomic_ref<uint64_t> epoch(*word);
             uint64_t e = epoch.load();
             while (e < number && !epoch.compare_exchange_weak(e, number)) {
@@ -367,7 +377,8 @@ void Drain::send_request(uint64_t number) {
         // (must_end), not a reason to log an error per request.
         if (r != rt_.rank() && rt_.peer_failed(r)) continue;
         Status st = cas_raise(
-            r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0);
+            r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0,
+            nullptr);  // before the drain: not in its profile
         if (st != WEFT_OK) WEFT_LOG(error, "drain request: rank %u unreachable: %s", r, weft_strerror(st));
         if (direct_ && r != rt_.rank()) futex_wake(sw_.mapped_word(r, WEFT_STATE_EPOCH_OFF));
     }
@@ -583,8 +594,9 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
     for (const auto& rec : port_.clock_records()) {
         const uint64_t mine = sw_.at(clock_off(rec.slot, WEFT_STATE_CLOCK_SEQ)).load();
         for (size_t i = 0; i < rec.members.size(); ++i)
-            if (rec.members[i] != rt_.rank()) cas_max_target(rec.members[i], rec.slots[i], rec.uses[i], attempt, mine);
-        cas_max_target(rt_.rank(), rec.slot, port_.slot_use(rec.slot), attempt, mine);
+            if (rec.members[i] != rt_.rank())
+                cas_max_target(rec.members[i], rec.slots[i], rec.uses[i], attempt, mine, ops_);
+        cas_max_target(rt_.rank(), rec.slot, port_.slot_use(rec.slot), attempt, mine, ops_);
     }
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_collective);
     unhold();
@@ -992,8 +1004,8 @@ void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
     // raised we are past it, so nobody can see us converged while a
     // member's target is still the old one.
     for (uint32_t i = 0; i < c.size; ++i)
-        if (i != c.rank) cas_max_target(c.members[i], c.slots[i], c.slot_uses[i], attempt, value);
-    cas_max_target(rt_.rank(), c.slot, port_.slot_use(c.slot), attempt, value);
+        if (i != c.rank) cas_max_target(c.members[i], c.slots[i], c.slot_uses[i], attempt, value, nullptr);
+    cas_max_target(rt_.rank(), c.slot, port_.slot_use(c.slot), attempt, value, nullptr);
 }
 
 void Drain::commit(Comm& c) {

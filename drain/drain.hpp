@@ -95,8 +95,11 @@ private:
     void read_failed(uint32_t r, Status st, uint64_t* dst, size_t words);
     uint64_t load_mapped(uint32_t r, uint64_t off);
     template <typename Enough>
-    Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect);
-    void cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value);
+    // `ops`: the profile counter its compare-swaps count into, null when an
+    // application thread raises (commit's slow path: the profile and ops_
+    // are the drain thread's).
+    Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect, uint64_t* ops);
+    void cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value, uint64_t* ops);
     uint64_t decision();
     // A member some drain thread saw failed (job rank), written next to the
     // decision before it settles member_failed; UINT32_MAX when none.
@@ -155,8 +158,10 @@ private:
     // into the counter ops_ points at (the phase's; null: not counted).
     weft_drain_profile_t prof_{};
     uint64_t* ops_ = nullptr;
-    void count_op(uint32_t r) {
-        if (ops_ && r != rt_.rank()) ++*ops_;
+    // The drain thread only.
+    void count_op(uint32_t r) { count_op(r, ops_); }
+    void count_op(uint32_t r, uint64_t* ops) {
+        if (ops && r != rt_.rank()) ++*ops;
     }
     // The highest request delivered by request() itself (shm: the asking
     // thread raises every rank's EPOCH word and wakes its drain thread).

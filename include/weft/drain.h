@@ -113,7 +113,7 @@ typedef struct weft_drain_profile {
     uint64_t barrier_ns;     /* every rank said so */
     uint64_t resumed_ns;     /* the gate opened again */
     uint64_t clock_rounds;   /* Collective Clock observation rounds, all attempts */
-    uint64_t clock_ops;      /* their operations (without the tree's polls of the decision) */
+    uint64_t clock_ops;      /* their operations (without settling, nor the tree's polls of the decision) */
     uint64_t clock_depth;    /* the deepest round's critical path */
     uint64_t clock_polls;    /* tree: looks at the decision word while waiting for a partner */
     uint64_t target_ops;     /* compare-swaps pushing targets at attempt starts */
@@ -121,6 +121,7 @@ typedef struct weft_drain_profile {
     uint64_t p2p_ops;
     uint64_t barrier_rounds; /* looks of the quiescent barrier */
     uint64_t barrier_ops;
+    uint64_t settle_ops; /* reads and compare-swaps of the decision word that settle a phase (any phase) */
 } weft_drain_profile_t;
 /* The profile of drain `drain_number` once it finished here (one of the last
  * 64); WEFT_ERR_NOT_FOUND otherwise. */
