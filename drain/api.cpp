@@ -65,6 +65,13 @@ weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_
     return guarded([&] { return d->wait(drain_number, timeout_ms, *result); });
 }
 
+weft_status_t weft_drain_get_profile(weft_context_t ctx, uint64_t drain_number, weft_drain_profile_t* profile) {
+    Drain* d = nullptr;
+    if (Status st = drain_of(ctx, d, __func__)) return st;
+    if (Status st = weft::api::not_null(profile, "profile", __func__)) return st;
+    return guarded([&] { return d->profile(drain_number, *profile); });
+}
+
 weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t* result) {
     uint64_t n = 0;
     Status st = weft_drain_request(ctx, &n);

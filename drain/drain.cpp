@@ -28,6 +28,7 @@
 
 #include <linux/futex.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -194,6 +195,7 @@ uint64_t Drain::load_mapped(uint32_t r, uint64_t off) {
 
 void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
     if (read_gone(r, dst, words)) return;
+    count_op(r);
     if (r == rt_.rank() || direct_) {
         for (size_t i = 0; i < words; ++i) dst[i] = load_mapped(r, off + 8 * i);
         return;
@@ -204,6 +206,7 @@ void Drain::read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words) {
 
 void Drain::read_remote(uint32_t r, std::initializer_list<uint64_t> offs, uint64_t* dst) {
     if (read_gone(r, dst, offs.size())) return;
+    count_op(r);
     if (r == rt_.rank() || direct_) {
         for (uint64_t off : offs) *dst++ = load_mapped(r, off);
         return;
@@ -214,7 +217,7 @@ void Drain::read_remote(uint32_t r, std::initializer_list<uint64_t> offs, uint64
 // Compare-swap `want` into rank r's word at off until it is there or
 // `enough(old)` says the word already holds at least as much.
 template <typename Enough>
-Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect) {
+Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect, uint64_t* ops) {
     if (r != rt_.rank() && rt_.peer_failed(r)) return WEFT_ERR_PEER_FAILED;  // nobody reads it any more
     // Ends: each pass either settles (our value is in, the word holds
     // enough, or the operation failed, bounded by WEFT_TIMEOUT_MS) or saw
@@ -222,20 +225,21 @@ Status Drain::cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, 
     // bound the raisers share, so the retries are as many as competing raises.
     for (;;) {
         uint64_t old = 0;
+        count_op(r, ops);
         Status st = win_->ops->compare_swap(win_, r, off, expect, want, &old);
         if (st != WEFT_OK || old == expect || enough(old)) return st;
         expect = old;
     }
 }
 
-void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value) {
+void Drain::cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value, uint64_t* ops) {
     // Stops at a word of another communicator (the slot was reused there)
     // or one that already holds as much for this attempt.
     const auto enough = [&](uint64_t old) {
         return use_of(old) != use || (attempt_of(old) == (attempt & attempt_mask) && (old & value_mask) >= value);
     };
-    Status st =
-        cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough, tagged(0, use, 0));
+    Status st = cas_raise(r, clock_off(slot, WEFT_STATE_CLOCK_TARGET), tagged(attempt, use, value), enough,
+                          tagged(0, use, 0), ops);
     if (st == WEFT_ERR_PEER_FAILED && rt_.peer_failed(r)) return;  // must_end() says so
     if (st != WEFT_OK) WEFT_LOG(warn, "drain: raising a target at rank %u failed: %s", r, weft_strerror(st));
 }
@@ -260,19 +264,28 @@ uint32_t Drain::reported_failure() {
 
 void Drain::decide(uint64_t attempt, Code from, Code to) {
     if (rt_.peer_failed(0) && rt_.rank() != 0) return;  // no decision word: each ends on its own view
+    // Once per phase at most, whatever N: counted apart from the rounds.
+    uint64_t* const round_ops = ops_;
+    ops_ = &prof_.settle_ops;
     // `from` undecided: whatever older attempt's outcome the word holds.
     uint64_t expect = from == undecided ? decision() : (attempt << 4) | from;
-    if (from == undecided && (expect >> 4) >= attempt) return;  // already decided
+    if (from == undecided && (expect >> 4) >= attempt) {  // already decided
+        ops_ = round_ops;
+        return;
+    }
     if (to == member_failed && failed_rank_ != UINT32_MAX) {
         // Before the decision, so that whoever reads the decision finds it.
         const uint64_t hint = uint64_t(failed_rank_) + 1;
+        count_op(0);
         Status st = win_->ops->put(win_, 0, failure_hint_off, &hint, sizeof hint);
         if (st == WEFT_OK && !direct_) st = rt_.backend().flush(*win_, 0);
         if (st != WEFT_OK)
             WEFT_LOG(debug, "drain: naming rank %u at rank 0 failed: %s", failed_rank_, weft_strerror(st));
     }
     uint64_t old = 0;
+    count_op(0);
     win_->ops->compare_swap(win_, 0, WEFT_STATE_DRAIN_DECISION_OFF, expect, (attempt << 4) | to, &old);
+    ops_ = round_ops;
 }
 
 Drain::Code Drain::settle(uint64_t attempt, Code from, Code to) {
@@ -329,16 +342,30 @@ Status Drain::request(uint64_t& number) {
     while (cur < number && !asked_.compare_exchange_weak(cur, number)) {
     }
     if (direct_) {
-        // Our drain thread may be asleep on the futex of our EPOCH word:
-        // change the word (a CPU compare-swap max is allowed on shm, where
-        // atomics are CPU atomics), then wake it. Changing the word, not
-        // just waking, is what closes the window between its last look and
-        // its sleep.
-        std::atomic_ref<uint64_t> epoch(*sw_.word(WEFT_STATE_EPOCH_OFF));
-        uint64_t e = epoch.load();
-        while (e < number && !epoch.compare_exchange_weak(e, number)) {
+        // Every drain thread may be asleep on the futex of its EPOCH word:
+        // change each word (a CPU compare-swap max is allowed on shm, where
+        // atomics are CPU atomics and every window is mapped here), then
+        // wake its thread. Changing the word, not just waking, is what
+        // closes the window between a thread's last look and its sleep.
+        // The asking thread does it itself: handing it to our drain thread
+        // cost a wake-up and a closing of the gate before any other rank
+        // heard (issue 14: a third of a drain at 8 ranks).
+        // Ours last: the thread a wake-up makes runnable may take this core
+        // at once (wake-up preemption), and the others would wait for it.
+        const uint32_t n = rt_.size(), me = rt_.rank();
+        for (uint32_t i = 1; i <= n; ++i) {
+            const uint32_t r = (me + i) % n;
+            if (r != me && rt_.peer_failed(r)) continue;
+            uint64_t* word = r == me ? sw_.word(WEFT_STATE_EPOCH_OFF) : sw_.mapped_word(r, WEFT_STATE_EPOCH_OFF);
+            std::atomic_ref<uint64_t> epoch(*word);
+            uint64_t e = epoch.load();
+            while (e < number && !epoch.compare_exchange_weak(e, number)) {
+            }
+            futex_wake(word);
         }
-        futex_wake(sw_.word(WEFT_STATE_EPOCH_OFF));
+        uint64_t d = delivered_.load();
+        while (d < number && !delivered_.compare_exchange_weak(d, number)) {
+        }
     }
     WEFT_LOG(debug, "drain %llu requested", static_cast<unsigned long long>(number));
     return WEFT_OK;
@@ -350,7 +377,8 @@ void Drain::send_request(uint64_t number) {
         // (must_end), not a reason to log an error per request.
         if (r != rt_.rank() && rt_.peer_failed(r)) continue;
         Status st = cas_raise(
-            r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0);
+            r, WEFT_STATE_EPOCH_OFF, number, [&](uint64_t old) { return old >= number; }, 0,
+            nullptr);  // before the drain: not in its profile
         if (st != WEFT_OK) WEFT_LOG(error, "drain request: rank %u unreachable: %s", r, weft_strerror(st));
         if (direct_ && r != rt_.rank()) futex_wake(sw_.mapped_word(r, WEFT_STATE_EPOCH_OFF));
     }
@@ -372,13 +400,27 @@ Status Drain::wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& ou
     return out.status;
 }
 
+Status Drain::profile(uint64_t number, weft_drain_profile_t& out) {
+    std::lock_guard<std::mutex> g(mutex_);
+    auto it = profiles_.find(number);
+    if (it == profiles_.end())
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "drain %llu: no profile here (not finished, or older than the last 64)",
+                         static_cast<unsigned long long>(number));
+    out = it->second;
+    return WEFT_OK;
+}
+
 // ------------------------------------------------------------ the thread
 void Drain::run() {
+    // A sleep between rounds (Backoff::drain_round) ends up to the timer
+    // slack late, 50 us by default: more than the sleep itself. This
+    // thread's timers only, and it sleeps rarely.
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     // The thread's life: ends when stop() (weft_finalize) sets stop_; each
     // pass is bounded (a drain by its deadlines, an idle look by idle_ns_).
     while (!stop_.load(std::memory_order_acquire)) {
         const uint64_t asked = asked_.load();
-        if (asked > sent_request_) {
+        if (asked > sent_request_ && asked > delivered_.load()) {
             hold();
             send_request(asked);
             unhold();
@@ -404,7 +446,7 @@ void Drain::serve_trigger() {
         // our EPOCH word); elsewhere we look now and then.
         uint64_t* epoch = sw_.word(WEFT_STATE_EPOCH_OFF);
         const uint64_t seen = std::atomic_ref<uint64_t>(*epoch).load(std::memory_order_acquire);
-        if (seen > completed_ || asked_.load() > sent_request_) return;
+        if (seen > completed_ || asked_.load() > std::max(sent_request_, delivered_.load())) return;
         if (direct_)
             futex_wait(epoch, static_cast<uint32_t>(seen), std::max<uint64_t>(idle_ns_, 50000000ull));
         else
@@ -425,6 +467,9 @@ void Drain::run_drain(uint64_t number) {
     res.drain = number;
     const uint64_t t0 = now_ns();
     const uint64_t raises0 = raises_.load();
+    prof_ = weft_drain_profile_t{};
+    prof_.drain = number;
+    prof_.started_ns = t0;
     // One bound for the whole drain, every attempt included: a member that
     // never takes part (dead, stopped, its detector silent) must not keep
     // the job retrying forever. Failures end it sooner (must_end).
@@ -457,8 +502,10 @@ void Drain::run_drain(uint64_t number) {
     }
     res.collective_ns = now_ns() - t0;
     if (code == coll_done) {
+        prof_.collective_ns = t0 + res.collective_ns;
         where = "point-to-point";
         code = p2p_phase(attempt, res);
+        if (code == p2p_done) prof_.p2p_ns = now_ns();
     } else {
         hold();  // resume below opens the gate, as after the point-to-point phase
     }
@@ -500,9 +547,11 @@ void Drain::run_drain(uint64_t number) {
     phase_.store(0, std::memory_order_release);
     port_.drain_active().store(0, std::memory_order_release);
     unhold();
+    prof_.resumed_ns = now_ns();
+    ops_ = nullptr;
     completed_ = number;
     res.raises = raises_.load() - raises0;
-    res.total_ns = now_ns() - t0;
+    res.total_ns = prof_.resumed_ns - t0;
     if (report_next_ && report_fd_ >= 0) {
         char line[256];
         const int n =
@@ -520,6 +569,8 @@ void Drain::run_drain(uint64_t number) {
         std::lock_guard<std::mutex> g(mutex_);
         results_[number] = res;
         while (results_.size() > 64) results_.erase(results_.begin());
+        profiles_[number] = prof_;
+        while (profiles_.size() > 64) profiles_.erase(profiles_.begin());
     }
     done_cv_.notify_all();
     WEFT_LOG(debug, "drain %llu: %s in %.3f ms", static_cast<unsigned long long>(number), weft_strerror(res.status),
@@ -531,20 +582,26 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
     phase_.store(phase_collective, std::memory_order_release);
     port_.drain_active().store(attempt, std::memory_order_release);
     // commit_begin counted optimistically before looking at drain_active:
-    // after this fence every such count is visible to us, or its thread
-    // sees drain_active and takes it back (group/drain_port.hpp).
-    gate::heavy_fence();
+    // after a fence on every thread every such count is visible to us, or
+    // its thread sees drain_active and takes it back
+    // (group/drain_port.hpp). Closing the gate (hold) runs that fence
+    // (gate::close: heavy_fence after the store that closes it, which comes
+    // after ours): a second membarrier here only cost time.
     hold();
+    ops_ = &prof_.target_ops;
     // Targets: every member pushes its seq into every member's target (a
     // compare-swap max), itself last; the target becomes the maximum.
     for (const auto& rec : port_.clock_records()) {
         const uint64_t mine = sw_.at(clock_off(rec.slot, WEFT_STATE_CLOCK_SEQ)).load();
         for (size_t i = 0; i < rec.members.size(); ++i)
-            if (rec.members[i] != rt_.rank()) cas_max_target(rec.members[i], rec.slots[i], rec.uses[i], attempt, mine);
-        cas_max_target(rt_.rank(), rec.slot, port_.slot_use(rec.slot), attempt, mine);
+            if (rec.members[i] != rt_.rank())
+                cas_max_target(rec.members[i], rec.slots[i], rec.uses[i], attempt, mine, ops_);
+        cas_max_target(rt_.rank(), rec.slot, port_.slot_use(rec.slot), attempt, mine, ops_);
     }
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_collective);
     unhold();
+    prof_.clock_ns = now_ns();
+    ops_ = &prof_.clock_ops;
     // A test kills a rank here: it dies while the others observe it.
     WEFT_FAULT_POINT("drain.collective.attempt");
     const Deadline deadline = Deadline::after_ns(attempt_ns_);
@@ -572,6 +629,7 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
     // (a failed member, the drain's deadline, finalize).
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
+        ++prof_.clock_rounds;
         if (const Code why = must_end(); why != undecided)
             return why == stopped ? why : settle(attempt, undecided, why);
         const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
@@ -579,7 +637,10 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
             hold();
             progress_all();
         }
-        snapshot_clocks(cur);
+        // The decision read needs nothing the snapshot read: the round's
+        // depth is the snapshot's deepest chain (or 1, at rank 0 alone).
+        const uint32_t depth = snapshot_clocks(cur);
+        prof_.clock_depth = std::max<uint64_t>(prof_.clock_depth, std::max<uint32_t>(depth, rt_.rank() != 0));
         const uint64_t dec = decision();
         if (must_hold) unhold();
         if (const Code c = final_for(dec, attempt, false); c != undecided) return c;
@@ -608,12 +669,15 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
     }
 }
 
-void Drain::snapshot_clocks(std::vector<uint64_t>& out) {
+uint32_t Drain::snapshot_clocks(std::vector<uint64_t>& out) {
     out.clear();
-    for (uint32_t r = 0; r < rt_.size(); ++r) snapshot_rank(r, out);
+    uint32_t depth = 0;
+    for (uint32_t r = 0; r < rt_.size(); ++r) depth = std::max(depth, snapshot_rank(r, out));
+    return depth;
 }
 
-void Drain::snapshot_rank(uint32_t r, std::vector<uint64_t>& out) {
+uint32_t Drain::snapshot_rank(uint32_t r, std::vector<uint64_t>& out) {
+    const uint32_t chained = r == rt_.rank() ? 0 : 1;  // each read below is one operation on r
     uint64_t lines[WEFT_STATE_COMM_SLOTS * WEFT_STATE_LINE / 8];
     {
         uint64_t status[status_words_through(WEFT_STATE_DRAIN_SLOTS_HI)];
@@ -623,7 +687,7 @@ void Drain::snapshot_rank(uint32_t r, std::vector<uint64_t>& out) {
         out.push_back(hi);
         if (!hi) {
             out.push_back(UINT64_MAX);
-            return;
+            return chained;
         }
         read_remote(r, clock_off(0, 0), lines, hi * WEFT_STATE_LINE / 8);
         for (uint64_t s = 0; s < hi; ++s) {
@@ -635,6 +699,7 @@ void Drain::snapshot_rank(uint32_t r, std::vector<uint64_t>& out) {
         }
         out.push_back(UINT64_MAX);  // end of this rank
     }
+    return 2 * chained;  // the lines' read needed hi from the status read
 }
 
 bool Drain::clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt, uint32_t ranks) const {
@@ -670,6 +735,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
     // at the decision and must_end, so a dead partner ends it too.
     for (uint64_t round = 1, round_start = now_ns();; ++round, round_start = now_ns()) {
         ++res.rounds;
+        ++prof_.clock_rounds;
         if (const Code why = must_end(); why != undecided)
             return why == stopped ? why : settle(attempt, undecided, why);
         // Time spent waiting for partners is a pause, as between the reads
@@ -685,12 +751,17 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
         snapshot_rank(me, cur);
         bool changed = cur != prev, converged = clocks_converged(cur, attempt, 1);
         prev.swap(cur);
-        const uint64_t tag = ((attempt & 0x3fffffffull) << 32) | (round & 0xffffffffull);
+        // A word: the round's tag, the hops of the longest chain of writes
+        // that fed what it carries (the round's depth, counted rather than
+        // assumed: drain.h), changed, converged.
+        const uint64_t tag = tree_tag(attempt, round);
+        uint64_t hops = 0;
         for (uint32_t k = 0; (1u << k) < n; ++k) {
-            const uint64_t word = (tag << 2) | (changed ? 2 : 0) | (converged ? 1 : 0);
+            const uint64_t word = (tag << tree_tag_shift) | (hops << 2) | (changed ? 2 : 0) | (converged ? 1 : 0);
             const uint32_t partner = (me + (1u << k)) % n;
             if (!direct_) hold();
             // A failed partner is never written (must_end ends the wait below).
+            if (!rt_.peer_failed(partner)) count_op(partner);
             Status st = rt_.peer_failed(partner)
                             ? WEFT_ERR_PEER_FAILED
                             : win_->ops->put(win_, partner, inbox_off(k, round), &word, sizeof word);
@@ -707,7 +778,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             Backoff idle(Backoff::drain_round, deadline_);
             uint32_t looks = 0;
             const uint64_t wait_start = now_ns();
-            for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> 2) != tag;
+            for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> tree_tag_shift) != tag;
                  w = inbox.load(std::memory_order_acquire)) {
                 if ((++looks & 15) == 0) {
                     if (!direct_ || needs_progress_) {
@@ -715,7 +786,10 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
                         progress_all();
                         unhold();
                     }
+                    // Polls depend on timing: counted apart from the round's operations.
+                    ops_ = &prof_.clock_polls;
                     const uint64_t dec = !direct_ ? (hold(), decision()) : decision();
+                    ops_ = &prof_.clock_ops;
                     if (!direct_) unhold();
                     if ((dec >> 4) >= attempt && (dec & 15) == retry) {
                         if ((dec >> 4) > attempt) attempts_total_ = dec >> 4;
@@ -736,7 +810,9 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             const uint64_t w = inbox.load(std::memory_order_acquire);
             changed = changed || (w & 2);
             converged = converged && (w & 1);
+            hops = std::max(hops, ((w >> 2) & tree_hops_mask) + 1);
         }
+        prof_.clock_depth = std::max(prof_.clock_depth, hops);
         res.round_work_ns += now_ns() - round_start - waited;
         if (!changed && converged) {
             if (!direct_) hold();
@@ -757,6 +833,8 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
 Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     phase_.store(phase_p2p, std::memory_order_release);
     hold();  // until resume: no application thread enters weft now
+    prof_.gate_closed_ns = now_ns();
+    ops_ = &prof_.p2p_ops;
     // The blocked count goes out before the phase word: a peer that sees us
     // in this phase must not read the count a previous drain left (zero after
     // a release), or it may release its own receives without anyone seeing
@@ -774,6 +852,7 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     // phase: messages that cannot arrive), finalize.
     for (uint64_t round_start = now_ns();; round_start = now_ns()) {
         ++res.rounds;
+        ++prof_.p2p_rounds;
         if (const Code why = must_end(); why != undecided)
             return why == stopped ? why : settle(attempt, coll_done, why);
         uint32_t moved = 0;
@@ -849,6 +928,8 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
     // A test kills a rank here: its callback ran, but it never says so.
     WEFT_FAULT_POINT("drain.quiescent.barrier");
     publish(WEFT_STATE_DRAIN_QUIESCENT, number);
+    prof_.quiescent_ns = now_ns();
+    ops_ = &prof_.barrier_ops;
     // Nobody resumes before every rank's callback returned (a checkpoint:
     // every image is written before any new message can be sent). The
     // callbacks are the application's and may take long (an image to
@@ -864,6 +945,7 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
     // known, PEER_FAILED with the others (a failed member's words are not
     // read: read_remote).
     for (;;) {
+        ++prof_.barrier_rounds;
         bool all = true;
         uint64_t buffered = 0;
         for (uint32_t r = 0; r < rt_.size() && all; ++r) {
@@ -873,6 +955,7 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
             buffered += st[WEFT_STATE_DRAIN_BUFFERED / 8];
         }
         if (all) {
+            prof_.barrier_ns = now_ns();
             res.job_buffered_messages = buffered;
             return p2p_done;
         }
@@ -921,8 +1004,8 @@ void Drain::raise(Comm& c, uint64_t value, uint64_t attempt) {
     // raised we are past it, so nobody can see us converged while a
     // member's target is still the old one.
     for (uint32_t i = 0; i < c.size; ++i)
-        if (i != c.rank) cas_max_target(c.members[i], c.slots[i], c.slot_uses[i], attempt, value);
-    cas_max_target(rt_.rank(), c.slot, port_.slot_use(c.slot), attempt, value);
+        if (i != c.rank) cas_max_target(c.members[i], c.slots[i], c.slot_uses[i], attempt, value, nullptr);
+    cas_max_target(rt_.rank(), c.slot, port_.slot_use(c.slot), attempt, value, nullptr);
 }
 
 void Drain::commit(Comm& c) {

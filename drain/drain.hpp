@@ -31,6 +31,8 @@ public:
     Status request(uint64_t& number);
     // Outside weft (no entry held).
     Status wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& out);
+    // Any thread: the profile of a finished drain (drain.h).
+    Status profile(uint64_t number, weft_drain_profile_t& out);
     void set_callback(weft_drain_quiescent_fn fn, void* arg);
     void set_hooks(const weft_drain_hooks_t& h);
 
@@ -85,6 +87,7 @@ private:
 
     // One-sided access to rank r's state window: consecutive words, or
     // named ones (in order). A word that cannot be read reads as all ones.
+    // Each counts one operation into ops_ when r is another rank.
     uint64_t load_remote(uint32_t r, uint64_t off);
     void read_remote(uint32_t r, uint64_t off, uint64_t* dst, size_t words);
     void read_remote(uint32_t r, std::initializer_list<uint64_t> offs, uint64_t* dst);
@@ -92,8 +95,11 @@ private:
     void read_failed(uint32_t r, Status st, uint64_t* dst, size_t words);
     uint64_t load_mapped(uint32_t r, uint64_t off);
     template <typename Enough>
-    Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect);
-    void cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value);
+    // `ops`: the profile counter its compare-swaps count into, null when an
+    // application thread raises (commit's slow path: the profile and ops_
+    // are the drain thread's).
+    Status cas_raise(uint32_t r, uint64_t off, uint64_t want, Enough enough, uint64_t expect, uint64_t* ops);
+    void cas_max_target(uint32_t r, uint32_t slot, uint64_t use, uint64_t attempt, uint64_t value, uint64_t* ops);
     uint64_t decision();
     // A member some drain thread saw failed (job rank), written next to the
     // decision before it settles member_failed; UINT32_MAX when none.
@@ -101,12 +107,23 @@ private:
     void decide(uint64_t attempt, Code from, Code to);
     void publish(uint64_t field, uint64_t v);
     // Everything the collective phase's termination looks at, all ranks.
-    void snapshot_clocks(std::vector<uint64_t>& out);
-    void snapshot_rank(uint32_t r, std::vector<uint64_t>& out);
+    // Returns the deepest chain of dependent reads (the round's depth).
+    uint32_t snapshot_clocks(std::vector<uint64_t>& out);
+    // Returns the length of the chain of dependent reads it made on r (0
+    // for this rank: its own words are not operations).
+    uint32_t snapshot_rank(uint32_t r, std::vector<uint64_t>& out);
     bool clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt, uint32_t ranks) const;
     bool progress_if_open();
     Code observe_by_reads(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline);
     Code observe_by_tree(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline);
+    // An inbox word: tag (24 bits of attempt, 32 of round), 6 bits of hops,
+    // changed, converged.
+    static constexpr uint32_t tree_tag_shift = 8;
+    static constexpr uint64_t tree_hops_mask = 63;
+    static uint64_t tree_tag(uint64_t attempt, uint64_t round) {
+        return ((attempt & 0xffffffull) << 32) | (round & 0xffffffffull);
+    }
+    static_assert(24 + 32 + tree_tag_shift == 64, "the tag fills the word above the hops and flags");
     // A rank can be one round ahead of another (it needs only that everyone
     // started the round), never two: two parities of inboxes suffice.
     static uint64_t inbox_off(uint32_t step, uint64_t round) {
@@ -136,12 +153,26 @@ private:
     std::atomic<uint64_t> asked_{0};  // highest drain number asked for here
     uint64_t sent_request_ = 0;
     std::optional<WeftHold> held_;
+    // The running drain's profile (drain.h): the clock read at each phase
+    // boundary, and the one-sided operations counted where they are made,
+    // into the counter ops_ points at (the phase's; null: not counted).
+    weft_drain_profile_t prof_{};
+    uint64_t* ops_ = nullptr;
+    // The drain thread only.
+    void count_op(uint32_t r) { count_op(r, ops_); }
+    void count_op(uint32_t r, uint64_t* ops) {
+        if (ops && r != rt_.rank()) ++*ops;
+    }
+    // The highest request delivered by request() itself (shm: the asking
+    // thread raises every rank's EPOCH word and wakes its drain thread).
+    std::atomic<uint64_t> delivered_{0};
     Deadline deadline_{UINT64_MAX};      // of the running drain: WEFT_DRAIN_TIMEOUT_MS from its start
     uint32_t failed_rank_ = UINT32_MAX;  // the member this drain ended for (member_failed)
 
     std::mutex mutex_;  // results, callback
     std::condition_variable done_cv_;
     std::map<uint64_t, weft_drain_result_t> results_;
+    std::map<uint64_t, weft_drain_profile_t> profiles_;
     weft_drain_quiescent_fn callback_ = nullptr;
     void* callback_arg_ = nullptr;
     weft_drain_hooks_t hooks_{};  // an external stack's (under mutex_; copied per use)

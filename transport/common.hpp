@@ -169,10 +169,15 @@ struct BackoffProfile {
 //   collective_partner   16 spins, yields for 200 us, then sleeps of 20 us
 //                        doubling to 1 ms. Flag collectives (group/flags.cpp):
 //                        the partner is inside the same collective.
-//   drain_round          3 yields, 4 sleeps of 20 us, then 40 us doubling
-//                        every 8 sleeps to 1 ms. The drain thread between
-//                        its rounds (docs/drain.md): it must not take the
-//                        core a computing rank needs to reach its target.
+//   drain_round          yields for 200 us, 4 sleeps of 20 us, then 40 us
+//                        doubling every 8 sleeps to 1 ms. The drain thread
+//                        between its rounds (docs/drain.md): it must not take
+//                        the core a computing rank needs to reach its target
+//                        (a yield gives the core to it; the sleeps, once a
+//                        drain lasts, keep the drain off it), but a drain
+//                        whose ranks are all there ends in tens of us: its
+//                        phases each wait a few rounds for the others, and
+//                        a sleep there cost 20-70 us a time (issue 14).
 //   drain_parked         15 yields, 48 sleeps of 20 us, then 200 us. An
 //                        application thread held at its clock target while
 //                        a drain runs (Drain::commit).
@@ -200,7 +205,7 @@ public:
     static constexpr BackoffProfile collective_partner{
         "collective_partner", {spin_rung(16), yield_for_rung(200000), sleep_doubling_rung(20, 1, 1000)}, 3};
     static constexpr BackoffProfile drain_round{
-        "drain_round", {yield_rung(3), sleep_rung(20, 4), sleep_doubling_rung(40, 8, 1000)}, 3};
+        "drain_round", {yield_for_rung(200000), sleep_rung(20, 4), sleep_doubling_rung(40, 8, 1000)}, 3};
     static constexpr BackoffProfile drain_parked{
         "drain_parked", {yield_rung(15), sleep_rung(20, 48), sleep_rung(200)}, 3};
     static constexpr BackoffProfile gate_door{"gate_door", {yield_rung(63), sleep_rung(50)}, 2};

@@ -85,6 +85,47 @@ weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_
                               weft_drain_result_t* result);
 /* Request and wait. */
 weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t* result);
+
+/* Where one drain spent its time on this rank, and what it cost in one-sided
+ * operations (docs/drain.md, "Profile"). A separate struct, so that
+ * weft_drain_result_t keeps its size.
+ *
+ * Times are CLOCK_MONOTONIC nanoseconds when this rank's drain thread passed
+ * each point (0: not reached), comparable across the ranks of one host: the
+ * job-wide moment of a point is the maximum over the ranks.
+ *
+ * Counts are this rank's, for this drain. An "operation" is one access to
+ * another rank's state window: a read of consecutive words (one get), a
+ * write (one put), a compare-swap. Accesses to this rank's own window are
+ * not counted. "Depth" is the longest chain of operations in one round each
+ * of which needs the previous one's result: the reads observer's status read
+ * then its clock lines (2, whatever N); the tree's ceil(log2 N) steps, each
+ * carrying the hop count of what it combined. Counts do not depend on
+ * timing except the numbers of rounds and polls. */
+typedef struct weft_drain_profile {
+    uint64_t drain;
+    uint64_t started_ns;     /* the drain thread took the request */
+    uint64_t clock_ns;       /* its last attempt's targets pushed, phase 1 published */
+    uint64_t collective_ns;  /* every collective drained (the decision seen) */
+    uint64_t gate_closed_ns; /* no application thread inside weft here */
+    uint64_t p2p_ns;         /* nothing in transit (the decision seen) */
+    uint64_t quiescent_ns;   /* the callback returned and this rank said so */
+    uint64_t barrier_ns;     /* every rank said so */
+    uint64_t resumed_ns;     /* the gate opened again */
+    uint64_t clock_rounds;   /* Collective Clock observation rounds, all attempts */
+    uint64_t clock_ops;      /* their operations (without settling, nor the tree's polls of the decision) */
+    uint64_t clock_depth;    /* the deepest round's critical path */
+    uint64_t clock_polls;    /* tree: looks at the decision word while waiting for a partner */
+    uint64_t target_ops;     /* compare-swaps pushing targets at attempt starts */
+    uint64_t p2p_rounds;
+    uint64_t p2p_ops;
+    uint64_t barrier_rounds; /* looks of the quiescent barrier */
+    uint64_t barrier_ops;
+    uint64_t settle_ops; /* reads and compare-swaps of the decision word that settle a phase (any phase) */
+} weft_drain_profile_t;
+/* The profile of drain `drain_number` once it finished here (one of the last
+ * 64); WEFT_ERR_NOT_FOUND otherwise. */
+weft_status_t weft_drain_get_profile(weft_context_t ctx, uint64_t drain_number, weft_drain_profile_t* profile);
 /* The callback for every later drain (NULL removes it). */
 weft_status_t weft_drain_set_callback(weft_context_t ctx, weft_drain_quiescent_fn fn, void* arg);
 

@@ -94,7 +94,7 @@ enum weft_state_offset {
     WEFT_STATE_DRAIN_BLOCKED = 48,
     /* PUT by one peer per line: the drain's dissemination inboxes
      * (WEFT_DRAIN_OBSERVE=tree), one line per step (12 steps: 4096 ranks)
-     * and round parity, holding (attempt, round) tag << 2 | flags. */
+     * and round parity, holding (attempt, round) tag << 8 | hops << 2 | flags. */
     WEFT_STATE_DRAIN_INBOX_OFF = WEFT_STATE_DRAIN_STATUS_OFF + WEFT_STATE_LINE,
     WEFT_STATE_DRAIN_INBOX_STEPS = 12,
     WEFT_STATE_SIZE = WEFT_STATE_DRAIN_INBOX_OFF + 2 * WEFT_STATE_DRAIN_INBOX_STEPS * WEFT_STATE_LINE

@@ -11,6 +11,9 @@
 #include <weft/drain.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <iterator>
+#include <string>
 #include <thread>
 
 namespace {
@@ -454,6 +457,55 @@ TEST_F(DrainTest, RequestRacesTheFirstCollective) {
     wait_drain();
     expect_clocks_agree({world()});
     ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+}
+
+// The profile's counts (drain.h) against what the observers must do, for
+// this N: a tree round is ceil(log2 N) writes whose chain of hops, carried
+// in the words, is ceil(log2 N) long; a reads round is a status read and a
+// clock-lines read of every other rank (a chain of 2, whatever N) and one
+// read of the decision (off rank 0). Settling a phase (a read and a
+// compare-swap of the decision) is counted apart. Run at 2, 3, 5 and 8 ranks
+// (mp.drain.counts.*), so a depth that grew like N, or operations per round
+// that did not follow the formula, fail here; the phase times must be in
+// order on this rank. Nothing is timed.
+TEST_F(DrainTest, ProfileCountsFollowLog2NForTheTreeAndNForReads) {
+    const char* observe = std::getenv("WEFT_DRAIN_OBSERVE");
+    const bool tree =
+        (observe && std::string(observe) == "tree") || (size >= 64 && !(observe && std::string(observe) == "reads"));
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(weft_barrier(world()), WEFT_OK);
+    const weft_drain_result_t res = drain_requested_by(size - 1);
+    ASSERT_EQ(res.attempts, 1u) << "one attempt: nobody computes";
+    weft_drain_profile_t p{};
+    ASSERT_EQ(weft_drain_get_profile(ctx, res.drain, &p), WEFT_OK);
+    EXPECT_EQ(p.drain, res.drain);
+    const uint64_t at[] = {p.started_ns, p.clock_ns,     p.collective_ns, p.gate_closed_ns,
+                           p.p2p_ns,     p.quiescent_ns, p.barrier_ns,    p.resumed_ns};
+    for (size_t i = 0; i < std::size(at); ++i) {
+        EXPECT_NE(at[i], 0u) << "phase boundary " << i << " not reached";
+        if (i) {
+            EXPECT_LE(at[i - 1], at[i]) << "phase boundary " << i << " before the one before it";
+        }
+    }
+    uint64_t log2n = 0;
+    while ((1ull << log2n) < size) ++log2n;
+    const uint64_t others = size - 1, decision_read = rank != 0 ? 1 : 0;
+    const uint64_t per_round = tree ? log2n : 2 * others + decision_read;
+    // One round is enough for a rank the others saw twice before it looked.
+    ASSERT_GE(p.clock_rounds, 1u);
+    EXPECT_EQ(p.clock_depth, tree ? log2n : 2u) << (tree ? "tree" : "reads") << " at " << size << " ranks";
+    EXPECT_EQ(p.clock_ops, p.clock_rounds * per_round) << (tree ? "tree" : "reads") << " at " << size << " ranks";
+    // A push that finds the previous attempt's target takes a second try.
+    EXPECT_GE(p.target_ops, others) << "world's target pushed to every other member";
+    // The point-to-point phase reads every rank's status and counters each
+    // round; the quiescent barrier at most every status line a look.
+    ASSERT_GE(p.p2p_rounds, 1u);
+    EXPECT_EQ(p.p2p_ops, p.p2p_rounds * (2 * others + decision_read));
+    ASSERT_GE(p.barrier_rounds, 1u);
+    EXPECT_GE(p.barrier_ops, others);
+    EXPECT_LE(p.barrier_ops, p.barrier_rounds * others);
+    // Settling: at most a read and a compare-swap of the decision a phase.
+    EXPECT_LE(p.settle_ops, rank != 0 ? 4u : 0u);
+    EXPECT_EQ(weft_drain_get_profile(ctx, res.drain + 1, &p), WEFT_ERR_NOT_FOUND) << "not finished yet";
 }
 
 // Messages in flight on a sub-communicator end in the receiver's buffer,
