@@ -1,8 +1,8 @@
 // wake_latency.cpp — the floor under a drain's request delivery: how long a
 // thread asleep on a futex in shared memory takes to run after another
 // process changes the word and wakes it (what Drain::request does to every
-// drain thread on shm). Not part of the build (no weft, no CMake target):
-//   g++ -O2 -std=c++20 bench/wake_latency.cpp -o /tmp/wake_latency && /tmp/wake_latency [wakes]
+// drain thread on shm). Needs no weft:
+//   build/bench/wake_latency [wakes]
 // Prints the median and p90 of the wake-to-running time over `wakes` (200).
 #include <linux/futex.h>
 #include <sys/mman.h>
