@@ -18,6 +18,7 @@ nan = float("nan")
 WEFT = "weft-shm"
 PEERS = ["openmpi", "mpich"]
 EXTRA = ["weft-ucx-shm", "openmpi-yield"]
+BASE = "weft-shm-base"  # run_mpi_compare.sh BASE_BUILD: the same program on another weft build
 TESTS = [("pingpong8_half", "8-B ping-pong, half round trip"), ("barrier", "barrier"),
          ("allreduce8_u64", "8-B allreduce, uint64 sum"), ("allreduce8_f64", "8-B allreduce, double sum"),
          ("allreduce_1MiB", "1 MiB allreduce (double sum)"), ("bcast8", "8-B bcast"),
@@ -144,3 +145,18 @@ if any(k[0] == "stream" for k in values):
                 cells += [fmt(b, test), fmt_ratio(c1 / b if b == b and b else nan),
                           fmt_ratio(c64 / b if b == b and b else nan)]
             print(f"| {n} | {c1:.2f} GB/s | {c64:.2f} GB/s | {test} | " + " | ".join(cells) + " |")
+
+# Old against new (BASE_BUILD): the same program on two weft builds, run one
+# right after the other for every rank count.
+if any(k[0] == BASE for k in values):
+    print("\nweft-shm against weft-shm-base (BASE_BUILD), mean and p50: new / old (<= 1: the change is faster)\n")
+    print("| test | ranks | old mean | new mean | new/old | old p50 | new p50 | new/old p50 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for test, label in TESTS:
+        for n in ranks:
+            o, w = get(BASE, test, n, "mean"), get(WEFT, test, n, "mean")
+            op50, wp50 = get(BASE, test, n, "p50"), get(WEFT, test, n, "p50")
+            if math.isnan(o) and math.isnan(w):
+                continue
+            print(f"| {label} | {n} | {fmt(o)} | {fmt(w)} | {fmt_ratio(ratio('', w, o))} | {fmt(op50)} | "
+                  f"{fmt(wp50)} | {fmt_ratio(ratio('', wp50, op50))} |")

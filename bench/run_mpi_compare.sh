@@ -93,6 +93,7 @@ machine() {
     echo "host: $(hostname), nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
     echo "uptime: $(uptime)"
     echo "weft: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null) ($BUILD)"
+    [ -n "${BASE_BUILD:-}" ] && echo "weft base: $BASE_BUILD"
     echo "open mpi: $(mpirun.openmpi --version 2>/dev/null | head -1)"
     echo "mpich: $(mpichversion 2>/dev/null | grep -E 'Version|Device' | tr -s ' \t' ' ' | paste -sd ',')"
     echo "packages: $(dpkg-query -W -f '${Package} ${Version}, ' libucx0 libopenmpi3 libmpich12 2>/dev/null | sed 's/, $//')"
@@ -105,6 +106,10 @@ for round in $(seq 1 "$ROUNDS"); do
         [ -n "$STREAM" ] && run stream "$n" "$round" timeout "$RUN_TIMEOUT" "$STREAM" --ranks "$n"
         want weft-shm && run weft-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 "${WEFT[@]}" --transport shm -n "$n" \
             "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm
+        [ -n "${BASE_BUILD:-}" ] &&
+            run weft-shm-base "$n" "$round" WEFT_TIMEOUT_MS=120000 timeout "$RUN_TIMEOUT" \
+                "$BASE_BUILD/tools/weft-run" --timeout $((RUN_TIMEOUT - 10)) --transport shm -n "$n" \
+                "$BASE_BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm-base
         want openmpi && [ -n "${MPI_BIN[openmpi]:-}" ] &&
             run openmpi "$n" "$round" "${OMPI[@]}" -n "$n" "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi
         want mpich && [ -n "${MPI_BIN[mpich]:-}" ] &&

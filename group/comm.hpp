@@ -26,8 +26,10 @@ static_assert(WEFT_STATE_CLOCK_SEQ == 0 && WEFT_STATE_CLOCK_FINISHED == 16,
 
 constexpr uint64_t coll_bit = 1ull << 63;
 constexpr uint64_t create_bit = 1ull << 62;
-constexpr uint32_t no_slot = UINT32_MAX;  // a communicator without a clock slot (all were taken)
-constexpr size_t flag_max_bytes = 256;    // largest allreduce on the flag path (flags.cpp)
+constexpr uint32_t no_slot = UINT32_MAX;   // a communicator without a clock slot (all were taken)
+constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path (flags.cpp)
+constexpr size_t bulk_chunk = 256 * 1024;  // staged bytes per step of the shm bulk path (coll_shm.cpp)
+constexpr uint32_t bulk_slots = 8;         // clock slots with a bulk area (coll_shm.cpp)
 
 class Engine;
 struct Request;
