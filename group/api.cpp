@@ -358,7 +358,9 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
     if (st != WEFT_OK) return st;
     ApiLock lock(eng);
     return guarded([&]() -> Status {
-        if (!req && eng.coll().bulk_usable(*c, bytes)) return eng.coll().bcast_bulk(*c, buf, bytes, root);
+        if (!req && c->size >= weft::group::bulk_bcast_min_ranks &&
+            eng.coll().bulk_usable(*c, bytes, weft::group::bulk_bcast_above))
+            return eng.coll().bcast_bulk(*c, buf, bytes, root);
         Request* r = nullptr;
         Status s = eng.coll().bcast_start(*c, buf, bytes, root, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
