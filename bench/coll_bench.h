@@ -15,8 +15,17 @@
  *   allreduce8_u64   one uint64, sum.
  *   allreduce8_f64   one double, sum.
  *   allreduce_1MiB   131072 doubles (2^20 bytes), sum; also stat=bw.
+ *   bcast8, bcast_64KiB, bcast_1MiB   from rank 0 (the 1 MiB one also
+ *                    stat=bw: 2^20 bytes / mean).
+ *   allgather8, allgather_64KiB, allgather_1MiB   8 bytes per rank, and
+ *                    2^16 and 2^20 bytes in all (the total divided by the
+ *                    ranks, rounded down to 8 bytes, per rank; stat=bw over
+ *                    the bytes each rank receives in all).
+ *   (bcast and allgather only when the program provides them.)
  * Every result is checked after its loop (the ping-pong echoes a counter; the
- * allreduces are compared with the known sum); a wrong answer aborts the job.
+ * allreduces are compared with the known sum; bcast and allgather results
+ * with each rank's known pattern, every element); a wrong answer aborts the
+ * job.
  *
  * Timing, as in bench/RESULTS.md "How to read the numbers": each rank runs
  * `warmup` untimed iterations, then `iters` timed ones — both cut down when
@@ -58,7 +67,9 @@ typedef struct coll_ops {
     int (*recv)(void* buf, size_t bytes, int source);
     int (*barrier)(void);
     int (*allreduce)(const void* in, void* out, size_t count, coll_type type, coll_op op);
-    void (*abort_job)(int code); /* must not return */
+    int (*bcast)(void* buf, size_t bytes, int root);                    /* NULL: no bcast rows */
+    int (*allgather)(const void* in, size_t bytes_per_rank, void* out); /* NULL: no allgather rows */
+    void (*abort_job)(int code);                                        /* must not return */
 } coll_ops;
 
 #define COLL_BW_COUNT ((size_t)1 << 17) /* doubles: 1 MiB */
@@ -74,6 +85,8 @@ typedef struct coll_bench {
     uint64_t u64_in, u64_out;
     double f64_in, f64_out;
     double *bw_in, *bw_out;
+    size_t move_bytes; /* bcast: the message; allgather: per rank */
+    uint8_t *move_in, *move_out;
     bench_hist_t hist;
 } coll_bench;
 
@@ -117,6 +130,10 @@ static int coll_step_allreduce_f64(coll_bench* b) {
 static int coll_step_allreduce_bw(coll_bench* b) {
     return b->ops->allreduce(b->bw_in, b->bw_out, COLL_BW_COUNT, COLL_F64, COLL_SUM);
 }
+
+static int coll_step_bcast(coll_bench* b) { return b->ops->bcast(b->move_out, b->move_bytes, 0); }
+
+static int coll_step_allgather(coll_bench* b) { return b->ops->allgather(b->move_in, b->move_bytes, b->move_out); }
 
 /* ------------------------------------------------------------- the loop */
 
@@ -276,6 +293,45 @@ static void coll_run_bandwidth(coll_bench* b) {
     b->bw_in = b->bw_out = NULL;
 }
 
+/* Byte i of rank r's data in the bcast and allgather tests. */
+static uint8_t coll_pattern(int r, size_t i) { return (uint8_t)(r * 37 + (int)(i % 251) + 1); }
+
+/* One bcast or allgather test of `bytes` (bcast: the message, allgather: per
+ * rank); every element is checked after the loop. */
+static void coll_move_test(coll_bench* b, int gather, size_t bytes, const char* name, int bw) {
+    const coll_ops* o = b->ops;
+    if (!coll_wanted(b, name) || (gather ? !o->allgather : !o->bcast)) return;
+    const size_t out_bytes = gather ? bytes * (size_t)o->size : bytes;
+    b->move_bytes = bytes;
+    b->move_in = (uint8_t*)malloc(bytes ? bytes : 1);
+    b->move_out = (uint8_t*)malloc(out_bytes ? out_bytes : 1);
+    if (!b->move_in || !b->move_out) coll_fail(b, "out of memory", 0);
+    for (size_t i = 0; i < bytes; ++i) b->move_in[i] = coll_pattern(o->rank, i);
+    for (size_t i = 0; i < out_bytes; ++i) b->move_out[i] = gather || o->rank ? 0 : coll_pattern(0, i);
+    long warmup = bw ? b->bw_warmup : b->warmup, iters = bw ? b->bw_iters : b->iters;
+    const double mean =
+        coll_measure(b, gather ? coll_step_allgather : coll_step_bcast, 1, &warmup, &iters, bw ? 1 : 16, name);
+    for (size_t i = 0; i < out_bytes; ++i) {
+        const uint8_t want = gather ? coll_pattern((int)(i / bytes), i % bytes) : coll_pattern(0, i);
+        if (b->move_out[i] != want) coll_fail(b, gather ? "allgather: wrong data" : "bcast: wrong data", (int)i);
+    }
+    const double avg = coll_report(b, name, mean, iters);
+    if (bw) coll_print(b, name, "bw", "GB/s", (double)out_bytes / avg, iters);
+    free(b->move_in);
+    free(b->move_out);
+    b->move_in = b->move_out = NULL;
+}
+
+static void coll_run_moves(coll_bench* b) {
+    const size_t n = (size_t)b->ops->size;
+    coll_move_test(b, 0, 8, "bcast8", 0);
+    coll_move_test(b, 0, (size_t)1 << 16, "bcast_64KiB", 0);
+    coll_move_test(b, 0, (size_t)1 << 20, "bcast_1MiB", 1);
+    coll_move_test(b, 1, 8, "allgather8", 0);
+    coll_move_test(b, 1, ((size_t)1 << 16) / n / 8 * 8, "allgather_64KiB", 0);
+    coll_move_test(b, 1, ((size_t)1 << 20) / n / 8 * 8, "allgather_1MiB", 1);
+}
+
 /* ----------------------------------------------------------- the driver */
 
 static long coll_count_arg(const coll_bench* b, const char* flag, const char* value) {
@@ -333,6 +389,7 @@ static int coll_bench_run(coll_bench* b, const coll_ops* ops, int argc, char** a
     coll_run_pingpong(b);
     coll_run_latency(b);
     coll_run_bandwidth(b);
+    coll_run_moves(b);
     return 0;
 }
 

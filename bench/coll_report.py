@@ -18,9 +18,13 @@ nan = float("nan")
 WEFT = "weft-shm"
 PEERS = ["openmpi", "mpich"]
 EXTRA = ["weft-ucx-shm", "openmpi-yield"]
+BASE = "weft-shm-base"  # run_mpi_compare.sh BASE_BUILD: the same program on another weft build
 TESTS = [("pingpong8_half", "8-B ping-pong, half round trip"), ("barrier", "barrier"),
          ("allreduce8_u64", "8-B allreduce, uint64 sum"), ("allreduce8_f64", "8-B allreduce, double sum"),
-         ("allreduce_1MiB", "1 MiB allreduce (double sum)")]
+         ("allreduce_1MiB", "1 MiB allreduce (double sum)"), ("bcast8", "8-B bcast"),
+         ("bcast_64KiB", "64 KiB bcast"), ("bcast_1MiB", "1 MiB bcast"), ("allgather8", "allgather, 8 B per rank"),
+         ("allgather_64KiB", "64 KiB allgather (in all)"), ("allgather_1MiB", "1 MiB allgather (in all)")]
+BW = {"allreduce_1MiB", "bcast_1MiB", "allgather_1MiB"}
 
 # (impl, test, ranks, stat) -> [value per round]; (impl, test, ranks) -> [iters]
 values = collections.defaultdict(list)
@@ -47,13 +51,13 @@ def get(impl, test, n, stat):
 
 def time_of(impl, test, n):
     """The row's number: mean ns for latency rows, GB/s for the bandwidth row."""
-    return get(impl, test, n, "bw" if test == "allreduce_1MiB" else "mean")
+    return get(impl, test, n, "bw" if test in BW else "mean")
 
 
 def fmt(x, test=None):
     if math.isnan(x):
         return "n/a"
-    if test == "allreduce_1MiB":
+    if test in BW:
         return f"{x:.2f} GB/s"
     if x >= 1e6:
         return f"{x / 1e6:.2f} ms"
@@ -65,7 +69,7 @@ def fmt(x, test=None):
 def ratio(test, w, o):
     if math.isnan(w) or math.isnan(o) or not w or not o:
         return nan
-    return o / w if test == "allreduce_1MiB" else w / o
+    return o / w if test in BW else w / o
 
 
 def fmt_ratio(r):
@@ -122,3 +126,37 @@ for test, label in TESTS:
 print("\nRows where weft-shm is slower than a peer (by mean):" + ("" if slower else " none"))
 for s in slower:
     print(f"- {s}")
+
+# The memory-copy bound (stream_copy.c, as many copying processes as ranks):
+# an allreduce of 1 MiB reads its input and writes its output at least once,
+# so one 1 MiB copy is a lower bound on its time.
+if any(k[0] == "stream" for k in values):
+    print("\nMemory-copy bound (bench/stream_copy.c, one copy per rank at once, median pass) against the 1 MiB")
+    print("rows: time / the copy's time (the goal for allreduce: within 1.5x of the bound)\n")
+    print("| ranks | copy 1 MiB (cached) | copy 64 MiB (DRAM) | test | weft-shm | x cached | x DRAM | Open MPI | x cached |"
+          " x DRAM |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n in ranks:
+        c1, c64 = get("stream", "copy_1MiB", n, "bw"), get("stream", "copy_64MiB", n, "bw")
+        for test in sorted(BW):
+            cells = []
+            for impl in (WEFT, "openmpi"):
+                b = time_of(impl, test, n)
+                cells += [fmt(b, test), fmt_ratio(c1 / b if b == b and b else nan),
+                          fmt_ratio(c64 / b if b == b and b else nan)]
+            print(f"| {n} | {c1:.2f} GB/s | {c64:.2f} GB/s | {test} | " + " | ".join(cells) + " |")
+
+# Old against new (BASE_BUILD): the same program on two weft builds, run one
+# right after the other for every rank count.
+if any(k[0] == BASE for k in values):
+    print("\nweft-shm against weft-shm-base (BASE_BUILD), mean and p50: new / old (<= 1: the change is faster)\n")
+    print("| test | ranks | old mean | new mean | new/old | old p50 | new p50 | new/old p50 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for test, label in TESTS:
+        for n in ranks:
+            o, w = get(BASE, test, n, "mean"), get(WEFT, test, n, "mean")
+            op50, wp50 = get(BASE, test, n, "p50"), get(WEFT, test, n, "p50")
+            if math.isnan(o) and math.isnan(w):
+                continue
+            print(f"| {label} | {n} | {fmt(o)} | {fmt(w)} | {fmt_ratio(ratio('', w, o))} | {fmt(op50)} | "
+                  f"{fmt(wp50)} | {fmt_ratio(ratio('', wp50, op50))} |")

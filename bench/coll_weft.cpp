@@ -36,6 +36,14 @@ int allreduce_world(const void* in, void* out, size_t count, coll_type type, col
                           op == COLL_SUM ? WEFT_OP_SUM : WEFT_OP_MAX);
 }
 
+int bcast_world(void* buf, size_t bytes, int root) {
+    return weft_bcast(g_world, buf, bytes, WEFT_BYTE, static_cast<uint32_t>(root));
+}
+
+int allgather_world(const void* in, size_t bytes, void* out) {
+    return weft_allgather(g_world, in, bytes, WEFT_BYTE, out);
+}
+
 // weft-run kills the other ranks when one exits non-zero.
 [[noreturn]] void abort_job(int code) { std::exit(code); }
 
@@ -83,6 +91,8 @@ int main(int argc, char** argv) {
     ops.recv = recv_world;
     ops.barrier = barrier_world;
     ops.allreduce = allreduce_world;
+    ops.bcast = bcast_world;
+    ops.allgather = allgather_world;
     ops.abort_job = abort_job;
     const int result = coll_bench_run(&g_bench, &ops, argc, argv);
     rc = weft_finalize(ctx);

@@ -1,5 +1,6 @@
 // comm_bench.cpp — the communicator hot paths: point-to-point ping-pong,
-// unexpected messages, barrier, allreduce, bcast, on any number of ranks.
+// unexpected messages, barrier, allreduce, bcast, allgather, on any number
+// of ranks.
 //
 //   weft-run -n N [--transport shm|ucx] build/bench/comm_bench [--smoke] [benchmark flags]
 //
@@ -26,7 +27,7 @@
 
 namespace {
 
-enum class Op : uint64_t { pingpong = 1, barrier, allreduce, bcast, ibarrier, unexpected, stop };
+enum class Op : uint64_t { pingpong = 1, barrier, allreduce, bcast, ibarrier, unexpected, allgather, stop };
 
 // Unexpected: messages per burst (see run).
 constexpr int burst = 16;
@@ -43,8 +44,10 @@ struct Command {
 uint64_t run(Op op, uint64_t iterations, size_t bytes) {
     static std::vector<uint64_t> a, b;
     const size_t count = bytes / 8 ? bytes / 8 : 1;
+    // allgather: `bytes` in all, split over the ranks (at least one element each)
+    const size_t part = std::max<size_t>(1, count / std::max<uint32_t>(nranks, 1));
     a.assign(count, me + 1);
-    b.assign(count, 0);
+    b.assign(std::max(count, part * nranks), 0);
     uint64_t errors = 0;
     for (uint64_t i = 0; i < iterations; ++i) {
         weft_status_t st = WEFT_OK;
@@ -84,6 +87,9 @@ uint64_t run(Op op, uint64_t iterations, size_t bytes) {
             case Op::bcast:
                 st = weft_bcast(world, a.data(), count, WEFT_UINT64, 0);
                 break;
+            case Op::allgather:
+                st = weft_allgather(world, a.data(), part, WEFT_UINT64, b.data());
+                break;
             case Op::ibarrier: {
                 weft_request_t r;
                 st = weft_ibarrier(world, &r);
@@ -97,8 +103,10 @@ uint64_t run(Op op, uint64_t iterations, size_t bytes) {
     }
     if (op == Op::allreduce && nranks > 0) {
         const uint64_t want = uint64_t(nranks) * (nranks + 1) / 2;
-        for (uint64_t v : b) errors += iterations && v != want;
+        for (size_t k = 0; k < count; ++k) errors += iterations && b[k] != want;
     }
+    if (op == Op::allgather)
+        for (size_t k = 0; k < part * nranks; ++k) errors += iterations && b[k] != k / part + 1;
     return errors;
 }
 
@@ -159,14 +167,16 @@ BENCHMARK(timed<Op::unexpected, false>)->Name("unexpected")->Arg(8)->Arg(1024)->
 BENCHMARK(timed<Op::barrier, false>)->Name("barrier")->Arg(0)->UseManualTime();
 BENCHMARK(timed<Op::ibarrier, false>)->Name("ibarrier+wait")->Arg(0)->UseManualTime();
 BENCHMARK(timed<Op::allreduce, false>)->Name("allreduce")->Arg(8)->Arg(256)->Arg(4096)->Arg(1 << 20)->UseManualTime();
-BENCHMARK(timed<Op::bcast, false>)->Name("bcast")->Arg(8)->Arg(1 << 20)->UseManualTime();
+BENCHMARK(timed<Op::bcast, false>)->Name("bcast")->Arg(8)->Arg(1 << 16)->Arg(1 << 20)->UseManualTime();
+BENCHMARK(timed<Op::allgather, false>)->Name("allgather")->Arg(8)->Arg(1 << 16)->Arg(1 << 20)->UseManualTime();
 
 int main(int argc, char** argv) {
-    bench::parse_cli(argc, argv,
-                     "comm_bench: weft's communicator hot paths (ping-pong, barrier, allreduce, bcast) on N ranks\n"
-                     "usage: weft-run -n N [--transport shm|ucx] comm_bench [--smoke] [--benchmark_* ...]\n"
-                     "  --smoke              a short run (--benchmark_min_time=0.001) for CI\n",
-                     {{"--smoke", false}}, true);
+    bench::parse_cli(
+        argc, argv,
+        "comm_bench: weft's communicator hot paths (ping-pong, barrier, allreduce, bcast, allgather) on N ranks\n"
+        "usage: weft-run -n N [--transport shm|ucx] comm_bench [--smoke] [--benchmark_* ...]\n"
+        "  --smoke              a short run (--benchmark_min_time=0.001) for CI\n",
+        {{"--smoke", false}}, true);
     if (weft_init(&ctx) != WEFT_OK || weft_comm_world(ctx, &world) != WEFT_OK) return 1;
     weft_comm_rank(world, &me);
     weft_comm_size(world, &nranks);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # run_mpi_compare.sh BUILD_DIR [OUT_DIR] — weft against Debian's Open MPI and
 # MPICH on this machine, in one run: 8-byte ping-pong, barrier, 8-byte
-# allreduce and 1 MiB allreduce at 2, 4 and 8 ranks (the performance
-# section). Every program runs bench/coll_bench.h's code; only the library
+# allreduce, 1 MiB allreduce, and bcast and allgather of 8 B, 64 KiB and
+# 1 MiB at 2, 4 and 8 ranks (the performance section), next to this machine's
+# memory-copy bound (bench/stream_copy.c: a STREAM-like copy of 1 MiB and of
+# 64 MiB, run by as many processes as the collective has ranks). Every program runs bench/coll_bench.h's code; only the library
 # underneath differs (bench/coll_weft.cpp, bench/mpi/coll_mpi.c).
 #
 # Builds coll_mpi.c with mpicc.openmpi and mpicc.mpich into OUT_DIR, then, for
@@ -32,6 +34,8 @@ SRC=$(cd "$(dirname "$0")" && pwd)
 RANKS=${RANKS:-"2 4 8"}
 ROUNDS=${ROUNDS:-1}
 RUN_TIMEOUT=${RUN_TIMEOUT:-180}
+LANES=" ${LANES:-weft-shm openmpi mpich weft-ucx-shm openmpi-yield} "
+want() { [[ $LANES == *" $1 "* ]]; }
 ARGS=(--iters "${ITERS:-20000}" --warmup "${WARMUP:-1000}" --bw-iters "${BW_ITERS:-200}"
       --bw-warmup "${BW_WARMUP:-10}" --budget-ms "${BUDGET_MS:-3000}")
 FAILED=0
@@ -72,6 +76,14 @@ for lib in openmpi mpich; do
     fi
 done
 
+STREAM=""
+if cc -O2 -Wall -Wextra -I"$SRC" "$SRC/stream_copy.c" -o "$OUT/stream_copy" > "$OUT/build-stream.log" 2>&1; then
+    STREAM="$OUT/stream_copy"
+else
+    log "cc stream_copy.c failed (see $OUT/build-stream.log)"
+    FAILED=1
+fi
+
 WEFT=(timeout "$RUN_TIMEOUT" "$BUILD/tools/weft-run" --timeout $((RUN_TIMEOUT - 10)))
 OMPI=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout "$RUN_TIMEOUT" mpirun.openmpi
       --oversubscribe --mca pml ob1 --mca btl self,vader)
@@ -81,6 +93,7 @@ machine() {
     echo "host: $(hostname), nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
     echo "uptime: $(uptime)"
     echo "weft: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null) ($BUILD)"
+    [ -n "${BASE_BUILD:-}" ] && echo "weft base: $BASE_BUILD"
     echo "open mpi: $(mpirun.openmpi --version 2>/dev/null | head -1)"
     echo "mpich: $(mpichversion 2>/dev/null | grep -E 'Version|Device' | tr -s ' \t' ' ' | paste -sd ',')"
     echo "packages: $(dpkg-query -W -f '${Package} ${Version}, ' libucx0 libopenmpi3 libmpich12 2>/dev/null | sed 's/, $//')"
@@ -90,16 +103,21 @@ machine > "$OUT/machine.txt"
 
 for round in $(seq 1 "$ROUNDS"); do
     for n in $RANKS; do
-        run weft-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 "${WEFT[@]}" --transport shm -n "$n" \
+        [ -n "$STREAM" ] && run stream "$n" "$round" timeout "$RUN_TIMEOUT" "$STREAM" --ranks "$n"
+        want weft-shm && run weft-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 "${WEFT[@]}" --transport shm -n "$n" \
             "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm
-        [ -n "${MPI_BIN[openmpi]:-}" ] &&
+        [ -n "${BASE_BUILD:-}" ] &&
+            run weft-shm-base "$n" "$round" WEFT_TIMEOUT_MS=120000 timeout "$RUN_TIMEOUT" \
+                "$BASE_BUILD/tools/weft-run" --timeout $((RUN_TIMEOUT - 10)) --transport shm -n "$n" \
+                "$BASE_BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm-base
+        want openmpi && [ -n "${MPI_BIN[openmpi]:-}" ] &&
             run openmpi "$n" "$round" "${OMPI[@]}" -n "$n" "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi
-        [ -n "${MPI_BIN[mpich]:-}" ] &&
+        want mpich && [ -n "${MPI_BIN[mpich]:-}" ] &&
             run mpich "$n" "$round" timeout "$RUN_TIMEOUT" mpiexec.mpich -n "$n" "${MPI_BIN[mpich]}" \
                 "${ARGS[@]}" --label mpich
-        run weft-ucx-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 UCX_TLS=shm "${WEFT[@]}" --transport ucx \
+        want weft-ucx-shm && run weft-ucx-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 UCX_TLS=shm "${WEFT[@]}" --transport ucx \
             -n "$n" "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-ucx-shm
-        [ -n "${MPI_BIN[openmpi]:-}" ] &&
+        want openmpi-yield && [ -n "${MPI_BIN[openmpi]:-}" ] &&
             run openmpi-yield "$n" "$round" "${OMPI[@]}" --mca mpi_yield_when_idle 1 -n "$n" \
                 "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi-yield
     done

@@ -299,6 +299,8 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
     return guarded([&]() -> Status {
         if (!req && eng.coll().flags_usable(*c, count * weft::group::datatype_size(type)))
             return eng.coll().allreduce_flags(*c, sendbuf, recvbuf, count, type, op);
+        if (!req && eng.coll().bulk_usable(*c, count * weft::group::datatype_size(type), weft::group::flag_max_bytes))
+            return eng.coll().allreduce_bulk(*c, sendbuf, recvbuf, count, type, op);
         Request* r = nullptr;
         Status s = eng.coll().reduce_start(*c, sendbuf, recvbuf, count, type, op, 0, true, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
@@ -334,6 +336,7 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
             r->scatter = std::move(scatter);
             return coll_finish(eng, r, req);
         }
+        if (!req && eng.coll().bulk_usable(*c, bytes)) return eng.coll().allgather_bulk(*c, sendbuf, bytes, recvbuf);
         Status s = eng.coll().allgather_start(*c, sendbuf, bytes, recvbuf, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
     });
@@ -355,6 +358,9 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
     if (st != WEFT_OK) return st;
     ApiLock lock(eng);
     return guarded([&]() -> Status {
+        if (!req && c->size >= weft::group::bulk_bcast_min_ranks &&
+            eng.coll().bulk_usable(*c, bytes, weft::group::bulk_bcast_above))
+            return eng.coll().bcast_bulk(*c, buf, bytes, root);
         Request* r = nullptr;
         Status s = eng.coll().bcast_start(*c, buf, bytes, root, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);

@@ -70,9 +70,29 @@ public:
     // (Registry::take_slot).
     void clear_flags(uint32_t slot);
 
+    // ------------------------------------------------- shm bulk (coll_shm.cpp)
+    // Blocking allreduce, bcast and allgather above flag_max_bytes when every
+    // member's memory is mapped here (shm) and the communicator's slots have
+    // a bulk area (bulk_usable: the same answer on every member, for
+    // payloads of more than `above` bytes). Staging in mapped memory, one
+    // pass over peers' data, chunks of bulk_chunk.
+    bool bulk_usable(const Comm& c, size_t bytes, size_t above = 0) const;
+    Status allreduce_bulk(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                          weft_op_t op);
+    Status bcast_bulk(Comm& c, void* buf, size_t bytes, uint32_t root);
+    Status allgather_bulk(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf);
+
 private:
+    Status init_bulk();  // from init(): the bulk window, on shm only
+    void clear_bulk_flags(uint32_t slot);
+    uint8_t* bulk_area(const Comm& c, uint32_t member) const;
+    void bulk_set(const Comm& c, uint32_t which, uint64_t epoch);
+    Status bulk_wait(const Comm& c, uint32_t member, uint32_t which, uint64_t epoch);
+    Status bulk_wait_all(const Comm& c, uint32_t which, uint64_t epoch);
+    uint64_t bulk_epoch(const Comm& c) const;
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
+    Status await_word(const Comm& c, uint64_t* word, uint64_t epoch);
     void rest(Backoff& b);
 
     Engine& eng_;
@@ -83,6 +103,7 @@ private:
     std::vector<Scratch> scratch_pool_;
     std::vector<Request*> active_colls_;
     weft_window* flag_win_ = nullptr;  // owned by the Runtime (freed at finalize)
+    weft_window* bulk_win_ = nullptr;  // likewise; null unless every rank's area is mapped here
     bool ordered_puts_ = false;
 };
 

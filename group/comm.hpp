@@ -26,8 +26,19 @@ static_assert(WEFT_STATE_CLOCK_SEQ == 0 && WEFT_STATE_CLOCK_FINISHED == 16,
 
 constexpr uint64_t coll_bit = 1ull << 63;
 constexpr uint64_t create_bit = 1ull << 62;
-constexpr uint32_t no_slot = UINT32_MAX;  // a communicator without a clock slot (all were taken)
-constexpr size_t flag_max_bytes = 256;    // largest allreduce on the flag path (flags.cpp)
+constexpr uint32_t no_slot = UINT32_MAX;   // a communicator without a clock slot (all were taken)
+constexpr size_t flag_max_bytes = 256;     // largest allreduce on the flag path (flags.cpp)
+constexpr size_t bulk_chunk = 256 * 1024;  // staged bytes per step of the shm bulk path (coll_shm.cpp)
+constexpr uint32_t bulk_slots = 8;         // clock slots with a bulk area (coll_shm.cpp)
+// Bcasts of up to this many bytes keep the binomial tree even on shm: its
+// eager sends let the root run ahead, where the bulk path's root waits for
+// every member to have read its stage two bcasts ago (8 ranks on 2 cores:
+// 14.8 us p50 against 0.7 us, bench/RESULTS.md, issue 14).
+constexpr size_t bulk_bcast_above = 8192;
+// ... and so do bcasts among fewer ranks: at 2 the tree is one cross-memory
+// copy straight into the receiver's buffer, where the bulk path copies
+// twice (1 MiB p50 120 us against 496 us, same run).
+constexpr uint32_t bulk_bcast_min_ranks = 4;
 
 class Engine;
 struct Request;

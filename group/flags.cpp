@@ -54,7 +54,7 @@ Status Collectives::init() {
     weft_caps_t caps{};
     rt_.backend().query_caps(caps);
     ordered_puts_ = caps.ordered_puts != 0;
-    return WEFT_OK;
+    return init_bulk();
 }
 
 // No peer writes here any more: every write into a slot's area is one its
@@ -62,6 +62,7 @@ Status Collectives::init() {
 // had the slot was released only after its last collective.
 void Collectives::clear_flags(uint32_t slot) {
     if (flag_win_) std::memset(flag_win_->local_base + slot * slot_area, 0, slot_area);
+    clear_bulk_flags(slot);
 }
 
 bool Collectives::flags_usable(const Comm& c, size_t bytes) const {
@@ -103,7 +104,12 @@ void Collectives::rest(Backoff& b) {
 // poll: a partner that revoked instead of joining will never write the
 // flag), or at the deadline.
 Status Collectives::await(const Comm& c, uint64_t flag_off, uint64_t epoch) {
-    std::atomic_ref<uint64_t> flag(*reinterpret_cast<uint64_t*>(flag_win_->local_base + flag_off));
+    return await_word(c, reinterpret_cast<uint64_t*>(flag_win_->local_base + flag_off), epoch);
+}
+
+// The word may be ours or, on shm, a peer's mapped here (coll_shm.cpp).
+Status Collectives::await_word(const Comm& c, uint64_t* word, uint64_t epoch) {
+    std::atomic_ref<uint64_t> flag(*word);
     if (flag.load(std::memory_order_acquire) >= epoch) return WEFT_OK;
     const Deadline d = rt_.op_deadline();
     Backoff backoff(Backoff::collective_partner, d);

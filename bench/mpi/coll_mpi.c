@@ -24,6 +24,14 @@ static int mpi_allreduce(const void* in, void* out, size_t count, coll_type type
                          op == COLL_SUM ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
 }
 
+static int mpi_bcast(void* buf, size_t bytes, int root) {
+    return MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+}
+
+static int mpi_allgather(const void* in, size_t bytes, void* out) {
+    return MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+}
+
 static void mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 /* "openmpi" or "mpich" from the library's own version string. */
@@ -50,6 +58,8 @@ int main(int argc, char** argv) {
     ops.recv = mpi_recv;
     ops.barrier = mpi_barrier;
     ops.allreduce = mpi_allreduce;
+    ops.bcast = mpi_bcast;
+    ops.allgather = mpi_allgather;
     ops.abort_job = mpi_abort;
     const int rc = coll_bench_run(&bench, &ops, argc, argv);
     MPI_Finalize();

@@ -306,6 +306,90 @@ TEST_F(Coll, AllgatherMatchesReference) {
         });
 }
 
+// ------------------------------------------------ back to back, large
+
+// The shm bulk path (coll_shm.cpp) stages every collective's chunks in two
+// buffers per rank that peers read in place, so a rank that runs ahead into
+// the next collective must never overwrite data a slower one still reads.
+// Here allreduce (sum of doubles and max of int32, IN_PLACE every other
+// time), bcast (every root in turn) and allgather follow one another with
+// no barrier between them, in sizes around the 256 KiB chunk and not
+// divisible by the ranks, on the world, on all ranks but the last (odd
+// sizes), and on more dups than have a bulk area (the rest use schedules).
+TEST_F(Coll, LargeBackToBackKeepsEveryResult) {
+    const size_t chunk = 256 * 1024;
+    const std::vector<size_t> sizes = {33 * 8, chunk - 8, chunk + 8, 3 * chunk + 40, chunk / 2 + 24};
+    std::vector<weft_comm_t> dups(10, nullptr);
+    for (auto& d : dups) ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+    // Target ids the same on every member (a rank outside "all but the last"
+    // has no such target): world 0, that one 1, dup k 2 + k.
+    std::vector<std::pair<Target, uint64_t>> all;
+    for (const Target& t : targets_) all.push_back({t, t.comm == w_ ? 0u : 1u});
+    for (size_t k = 0; k < dups.size(); ++k) all.push_back({{dups[k], size, "a dup"}, 2 + k});
+    const int rounds = slow_fabric() ? 1 : 3;
+    for (int round = 0; round < rounds; ++round)
+        for (const auto& [t, id] : all)
+            for (size_t si = 0; si < sizes.size(); ++si) {
+                const size_t bytes = sizes[si];
+                const uint64_t step = (uint64_t(round) * 16 + id) * 16 + si;
+                const std::string at =
+                    " of " + std::to_string(bytes) + " bytes on " + t.name + " (step " + std::to_string(step) + ")";
+                {  // allreduce, double sum
+                    const size_t n = bytes / 8;
+                    const uint64_t s = mix(0xb01dull ^ step);
+                    auto mine = input<double>(s, rank, n, WEFT_OP_SUM);
+                    Buf<double> out(n);
+                    const bool in_place = step % 2 == 0;
+                    if (in_place) std::memcpy(out.data(), mine.data(), n * 8);
+                    ASSERT_EQ(weft_allreduce(t.comm, in_place ? WEFT_IN_PLACE : mine.data(), out.data(), n, WEFT_DOUBLE,
+                                             WEFT_OP_SUM),
+                              WEFT_OK)
+                        << "allreduce" << at;
+                    expect_result(out, reference<double>(s, t.n, n, WEFT_OP_SUM), "allreduce" + at);
+                }
+                {  // allreduce, int32 max, an odd element count
+                    const size_t n = bytes / 4 - 1;
+                    const uint64_t s = mix(0xb02dull ^ step);
+                    auto mine = input<int32_t>(s, rank, n, WEFT_OP_MAX);
+                    Buf<int32_t> out(n);
+                    ASSERT_EQ(weft_allreduce(t.comm, mine.data(), out.data(), n, WEFT_INT32, WEFT_OP_MAX), WEFT_OK)
+                        << "allreduce max" << at;
+                    expect_result(out, reference<int32_t>(s, t.n, n, WEFT_OP_MAX), "allreduce max" + at);
+                }
+                {  // bcast of odd bytes, the root moving round
+                    const uint32_t root = uint32_t(step % t.n);
+                    const size_t n = bytes + 3;
+                    const auto want = input<uint8_t>(mix(0xbcull ^ step), root, n, WEFT_OP_MIN);
+                    Buf<uint8_t> buf(n);
+                    if (rank == root)
+                        std::memcpy(buf.data(), want.data(), n);
+                    else
+                        std::memset(buf.data(), 0x5c, n);
+                    ASSERT_EQ(weft_bcast(t.comm, buf.data(), n, WEFT_BYTE, root), WEFT_OK) << "bcast" << at;
+                    expect_result(buf, want, "bcast" + at);
+                }
+                {  // allgather, bytes / ranks + 1 per rank, IN_PLACE every other time
+                    const size_t n = bytes / t.n + 1;
+                    const uint64_t s = mix(0xa9ull ^ step);
+                    std::vector<uint8_t> want;
+                    for (uint32_t r = 0; r < t.n; ++r) {
+                        const auto part = input<uint8_t>(s, r, n, WEFT_OP_MIN);
+                        want.insert(want.end(), part.begin(), part.end());
+                    }
+                    const auto mine = input<uint8_t>(s, rank, n, WEFT_OP_MIN);
+                    Buf<uint8_t> out(n * t.n);
+                    std::memset(out.data(), 0x5c, n * t.n);
+                    const bool in_place = step % 2 == 1;
+                    if (in_place) std::memcpy(out.data() + rank * n, mine.data(), n);
+                    ASSERT_EQ(weft_allgather(t.comm, in_place ? WEFT_IN_PLACE : mine.data(), n, WEFT_BYTE, out.data()),
+                              WEFT_OK)
+                        << "allgather" << at;
+                    expect_result(out, want, "allgather" + at);
+                }
+            }
+    for (auto& d : dups) ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
 // ---------------------------------------------- non-blocking, overlapping
 
 // On each of several dups: ibarrier, ibcast, iallreduce and iallgather all

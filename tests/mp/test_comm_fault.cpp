@@ -24,8 +24,10 @@ bool timed_mode() {
 }
 
 // The collective loop every rank runs, in turn: a large allreduce on the
-// world (message schedule), a small allreduce and a barrier on the world
-// (pinned flags), a small iallreduce on a dup (schedule). Returns the first
+// world (on shm the bulk path, else a message schedule), a small allreduce
+// and a barrier on the world (pinned flags), a small iallreduce on a dup
+// (schedule), a large bcast from rank 0 and a large allgather on the world
+// (bulk on shm). Returns the first
 // error, after `i` successful collectives whose results were all correct.
 weft_status_t collectives_until_error(weft_comm_t w, weft_comm_t d, uint64_t& i, double timeout_s) {
     const size_t large = 100000;
@@ -36,7 +38,7 @@ weft_status_t collectives_until_error(weft_comm_t w, weft_comm_t d, uint64_t& i,
         std::fill(in.begin(), in.end(), v);
         std::fill(out.begin(), out.end(), -1);
         weft_status_t st = WEFT_OK;
-        switch (i % 4) {
+        switch (i % 6) {
             case 0:
                 st = weft_allreduce(w, in.data(), out.data(), large, WEFT_INT64, WEFT_OP_SUM);
                 break;
@@ -52,16 +54,27 @@ weft_status_t collectives_until_error(weft_comm_t w, weft_comm_t d, uint64_t& i,
             case 3:
                 st = weft_allreduce(w, &v, out.data(), 1, WEFT_INT64, WEFT_OP_SUM);
                 break;
+            case 4:
+                if (rank == 0) out = in;
+                st = weft_bcast(w, out.data(), large, WEFT_INT64, 0);
+                break;
+            case 5:
+                st = weft_allgather(w, in.data(), large / size, WEFT_INT64, out.data());
+                break;
         }
         if (st != WEFT_OK) return st;
-        const int64_t want = int64_t(size * i + size * (size - 1) / 2);
-        const size_t n = i % 4 == 0 ? large : i % 4 == 1 ? 0 : 1;
-        for (size_t k = 0; k < n; ++k)
+        const int64_t sum = int64_t(size * i + size * (size - 1) / 2);
+        const size_t block = large / size;
+        const uint64_t kind = i % 6;
+        const size_t n = kind == 0 || kind == 4 ? large : kind == 5 ? block * size : kind == 1 ? 0 : 1;
+        for (size_t k = 0; k < n; ++k) {
+            const int64_t want = kind == 4 ? int64_t(i) : kind == 5 ? int64_t(k / block + i) : sum;
             if (out[k] != want) {
                 ADD_FAILURE() << "collective " << i << " completed wrongly: element " << k << " is " << out[k]
                               << ", want " << want;
                 break;
             }
+        }
     }
     return WEFT_OK;
 }
@@ -94,7 +107,7 @@ TEST(CommFault, KilledMemberFailsTheCollectiveOnEverySurvivor) {
     ASSERT_NE(st, WEFT_OK) << "no collective failed within 120 s (" << done << " completed)";
     // docs/communicators.md: every survivor learns of the failure itself and
     // fails its pending collectives; waiting out the deadline is not that.
-    EXPECT_EQ(st, WEFT_ERR_PEER_FAILED) << "collective " << done << " (kind " << done % 4 << ")";
+    EXPECT_EQ(st, WEFT_ERR_PEER_FAILED) << "collective " << done << " (kind " << done % 6 << ")";
     if (!timed_mode()) {
         EXPECT_EQ(done, 0u) << "a collective completed without the dead member";
     }
