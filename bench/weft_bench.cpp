@@ -56,6 +56,7 @@ enum class Op : uint32_t {
     am_pingpong,
     am_rate,
     am_bandwidth,
+    get_latency,
     end,   // rank 0's loop is over: verify and answer DONE
     stop,  // leave the serve loop
 };
@@ -82,6 +83,7 @@ constexpr uint64_t put_off = 1 * line;       // put ping-pong word
 constexpr uint64_t fadd_lat_off = 2 * line;  // rank 1's: one-sided fetch-add target
 constexpr uint64_t cswap_off = 3 * line;     // rank 1's: one-sided compare-swap target
 constexpr uint64_t fadd1_off = 4 * line;     // rank 1's: the one-line fetch-add ping-pong word
+constexpr uint64_t get_off = 5 * line;       // rank 1's: read by get_latency, never written (0)
 constexpr uint64_t data_off = 4096;
 constexpr uint64_t data_size = 4ull << 20;
 constexpr uint64_t window_size = data_off + data_size;
@@ -272,6 +274,20 @@ void BM_fadd_latency(benchmark::State& state) {
     finish(state, s, mean, 1.0, "one blocking fetch-add to rank 1 (full round trip on ucx)");
 }
 
+// ucx_perftest's ucp_get: one blocking 8-byte get (a full round trip).
+void BM_get_latency(benchmark::State& state) {
+    begin(Op::get_latency, state.max_iterations);
+    bench::Samples s(state.max_iterations);
+    bool ok = true;
+    uint64_t v = 0;
+    const double mean = bench::timed_loop(state, s, bench::sample_latency, [&] {
+        check(weft_get(g.win, 1, get_off, &v, sizeof v), "get");
+        ok &= v == 0;  // nobody writes the word
+    });
+    if (!ok) die("get returned a wrong value");
+    finish(state, s, mean, 1.0, "one blocking 8-byte get from rank 1 (full round trip on ucx)");
+}
+
 void BM_cswap_latency(benchmark::State& state) {
     begin(Op::cswap_latency, state.max_iterations);
     bench::Samples s(state.max_iterations);
@@ -371,6 +387,7 @@ void register_all(bool smoke) {
     reg("fadd_pingpong_one_line", BM_fadd_pingpong_one_line);
     reg("fadd_latency", BM_fadd_latency);
     reg("cswap_latency", BM_cswap_latency);
+    reg("get_latency", BM_get_latency);
     reg("put_pingpong", BM_put_pingpong);
     reg("put_bandwidth", BM_put_bandwidth)->RangeMultiplier(8)->Range(8, static_cast<int64_t>(data_size));
     reg("am_pingpong", BM_am_pingpong);

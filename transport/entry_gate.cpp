@@ -12,7 +12,7 @@
 
 namespace weft::gate {
 
-thread_local ThreadDepth* tls_depth __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local constinit ThreadDepth* tls_depth __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace detail {
 std::atomic<uint32_t> closed{0};

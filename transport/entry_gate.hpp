@@ -27,8 +27,8 @@ struct ThreadDepth;
 namespace detail {
 extern std::atomic<uint32_t> closed;
 extern bool cheap_fence;  // membarrier is registered: entering needs only a compiler barrier
-ThreadDepth* register_thread();
-void wait_open(ThreadDepth* t);
+[[gnu::cold]] ThreadDepth* register_thread();
+[[gnu::cold]] void wait_open(ThreadDepth* t);
 }  // namespace detail
 
 // Per thread: how deep it is inside weft, and whether it owns the gate.
@@ -42,7 +42,9 @@ struct ThreadDepth {
     ThreadDepth* next = nullptr;
 };
 
-extern thread_local ThreadDepth* tls_depth __attribute__((tls_model("initial-exec")));
+// constinit: no dynamic initialiser, so a use needs no call to a TLS
+// wrapper function (one per entry, on the hot path, before this).
+extern thread_local constinit ThreadDepth* tls_depth __attribute__((tls_model("initial-exec")));
 
 inline ThreadDepth* self() {
     ThreadDepth* t = tls_depth;

@@ -266,7 +266,16 @@ Status Runtime::add_layer_entry(const void* key, const char* name, void* self, c
     l.key = key;
     l.on_declared.store(hooks.on_declared, std::memory_order_release);
     if (i == n) layer_count_.store(n + 1, std::memory_order_release);
+    rebuild_progress_order();
     return WEFT_OK;
+}
+
+void Runtime::rebuild_progress_order() {
+    uint32_t k = 0;
+    const uint32_t n = layer_count_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i)
+        if (layers_[i].hooks.on_progress) progress_order_[k++] = static_cast<uint8_t>(i);
+    progress_count_.store(k, std::memory_order_release);
 }
 
 void Runtime::remove_layer_entry(const void* key) {
@@ -281,6 +290,7 @@ void Runtime::remove_layer_entry(const void* key) {
         l.hooks = LayerHooks{};
         l.self = nullptr;
     }
+    rebuild_progress_order();
 }
 
 void* Runtime::layer_entry(const void* key) const {
@@ -484,10 +494,12 @@ uint32_t Runtime::progress() {
     if (__builtin_expect(failures_declared_.load(std::memory_order_relaxed) != failures_dispatched_, 0))
         n += dispatch_failures();
     // A hook may send, and a send may progress (a full ring): never nest.
-    const uint32_t layers = layer_count_.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; i < layers; ++i) {
-        LayerEntry& l = layers_[i];
-        if (!l.hooks.on_progress || l.in_progress) continue;
+    // Only the layers with a hook (progress_order_); a hook that removes a
+    // layer leaves its entry's hook null, looked at before the call.
+    const uint32_t hooks = progress_count_.load(std::memory_order_relaxed);
+    for (uint32_t k = 0; k < hooks; ++k) {
+        LayerEntry& l = layers_[progress_order_[k]];
+        if (__builtin_expect(!l.hooks.on_progress || l.in_progress, 0)) continue;
         l.in_progress = true;
         n += l.hooks.on_progress(l.self);
         l.in_progress = false;

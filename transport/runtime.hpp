@@ -227,6 +227,13 @@ private:
     static constexpr uint32_t max_layers = 8;
     LayerEntry layers_[max_layers];
     std::atomic<uint32_t> layer_count_{0};
+    // The entries with an on_progress hook, in registration order: what
+    // progress() walks on every call (every poll of every wait), so it does
+    // not step over the layers that have none. Rebuilt under the API lock
+    // by add/remove (progress() reads it under the same lock).
+    uint8_t progress_order_[max_layers] = {};
+    std::atomic<uint32_t> progress_count_{0};
+    void rebuild_progress_order();
     Status add_layer_entry(const void* key, const char* name, void* self, const LayerHooks& hooks);
     void remove_layer_entry(const void* key);
     void* layer_entry(const void* key) const;
@@ -253,23 +260,30 @@ private:
 // Every C entry point holds one for its whole call: it passes the entry
 // gate (a drain keeps threads out; see entry_gate.hpp), then takes the
 // context's lock when the context is MULTIPLE (a SERIALIZED context pays one
-// predictable branch).
+// predictable branch). Always inlined: it wraps every RMA entry and every
+// weft_progress, where an out-of-line call through the PLT cost a third of
+// what UCX spends on the operation itself (bench/RESULTS.md, issue 14).
 class RuntimeLock {
 public:
-    explicit RuntimeLock(Runtime& rt) {
+    [[gnu::always_inline]] explicit RuntimeLock(Runtime& rt) {
         gate::enter();
         // The drain thread calls in while it holds weft (gate and lock).
-        if (rt.multi_threaded() && !gate::owned_by_me()) lock_ = std::unique_lock<std::mutex>(rt.api_mutex());
+        if (__builtin_expect(rt.multi_threaded(), 0)) lock_slow(rt);
     }
-    ~RuntimeLock() {
-        if (lock_.owns_lock()) lock_.unlock();
+    [[gnu::always_inline]] ~RuntimeLock() {
+        if (__builtin_expect(locked_ != nullptr, 0)) locked_->unlock();
         gate::leave();
     }
     RuntimeLock(const RuntimeLock&) = delete;
     RuntimeLock& operator=(const RuntimeLock&) = delete;
 
 private:
-    std::unique_lock<std::mutex> lock_;
+    [[gnu::cold, gnu::noinline]] void lock_slow(Runtime& rt) {
+        if (gate::owned_by_me()) return;
+        rt.api_mutex().lock();
+        locked_ = &rt.api_mutex();
+    }
+    std::mutex* locked_ = nullptr;  // the API lock, held until the entry returns
 };
 
 // Stepping out of weft while waiting. Thread rules: held only by a thread

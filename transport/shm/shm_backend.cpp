@@ -21,7 +21,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <map>
 #include <sys/mman.h>
@@ -242,12 +244,24 @@ Status ShmBackend::init() {
             peer.size = total_size_;
         } else {
             int pidfd = static_cast<int>(syscall(SYS_pidfd_open, peer.pid, 0));
-            if (pidfd < 0)
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "pidfd_open(%d) for peer %u: %s", peer.pid, p,
-                                 std::strerror(errno));
-            int fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, remote_fd, 0));
-            int err = errno;
-            close(pidfd);
+            int fd = -1, err = 0;
+            if (pidfd < 0 && errno == ENOSYS) {
+                // No pidfd (a kernel before 5.6, or valgrind, which the
+                // instruction counts of bench/run_ipo.sh run under): open
+                // the peer's memfd through /proc, which asks the same
+                // ptrace permission.
+                char path[64];
+                std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(peer.pid), remote_fd);
+                fd = open(path, O_RDWR | O_CLOEXEC);
+                err = errno;
+            } else {
+                if (pidfd < 0)
+                    return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "pidfd_open(%d) for peer %u: %s", peer.pid, p,
+                                     std::strerror(errno));
+                fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, remote_fd, 0));
+                err = errno;
+                close(pidfd);
+            }
             if (fd < 0)
                 return WEFT_FAIL(WEFT_ERR_TRANSPORT,
                                  "pidfd_getfd from peer %u (pid %d): %s — shm needs ranks of one user "
