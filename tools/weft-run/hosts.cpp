@@ -138,6 +138,24 @@ bool SimulatedHosts::ip(pid_t ns_pid, const std::vector<std::string>& args) {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+bool SimulatedHosts::link_running(pid_t ns_pid, const char* dev) {
+    const std::string ns = "/proc/" + std::to_string(ns_pid) + "/ns/net";
+    const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    // A child looks: setns would move weft-run itself.
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (setns(fd, CLONE_NEWNET) != 0) _exit(2);
+        const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ifreq ifr{};
+        std::strncpy(ifr.ifr_name, dev, IFNAMSIZ - 1);
+        _exit(s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_RUNNING) ? 0 : 1);
+    }
+    close(fd);
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_tmp, std::string& error) {
     if (geteuid() != 0) {
         error = "--hosts needs root (network, mount and PID namespaces)";
@@ -179,6 +197,21 @@ bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_
             !ip(host.holder, {"link", "set", "eth0", "up"})) {
             error = "cannot wire host " + std::to_string(h) + " to the switch";
             return false;
+        }
+    }
+    // A veth carries traffic once both ends are up and the kernel says so
+    // (IFF_RUNNING), which may lag under load; UCX opens tcp only on running
+    // interfaces, so a rank started before would find no route off its host.
+    const uint64_t deadline_ms = 10000;
+    for (uint32_t h = 0; h < k; ++h) {
+        uint64_t waited = 0;
+        while (!link_running(hosts_[h].holder, "eth0")) {
+            if (waited >= deadline_ms) {
+                error = "host " + std::to_string(h) + "'s link did not come up within 10 s";
+                return false;
+            }
+            usleep(10000);
+            waited += 10;
         }
     }
     return true;

@@ -70,6 +70,8 @@ private:
     // Runs `ip args...` inside the network namespace of ns_pid; true if it
     // exits 0 (its stderr goes to weft-run's).
     static bool ip(pid_t ns_pid, const std::vector<std::string>& args);
+    // True if interface `dev` of ns_pid's network namespace is running.
+    static bool link_running(pid_t ns_pid, const char* dev);
 
     std::vector<Host> hosts_;
     pid_t switch_ = -1;
