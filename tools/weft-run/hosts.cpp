@@ -112,48 +112,52 @@ pid_t SimulatedHosts::spawn_holder(int flags, const std::string& hostname, const
     return pid;
 }
 
-bool SimulatedHosts::ip(pid_t ns_pid, const std::vector<std::string>& args) {
+namespace {
+
+// Runs in_child() in a child moved into ns_pid's network namespace (setns
+// would move weft-run itself); the child's exit status, or -1.
+template <typename F>
+int in_netns(pid_t ns_pid, F in_child) {
     const std::string ns = "/proc/" + std::to_string(ns_pid) + "/ns/net";
+    const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (setns(fd, CLONE_NEWNET) != 0) _exit(126);
+        _exit(in_child());
+    }
+    close(fd);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+bool SimulatedHosts::ip(pid_t ns_pid, const std::vector<std::string>& args) {
     std::vector<char*> argv;
     std::vector<std::string> all = {"ip"};
     all.insert(all.end(), args.begin(), args.end());
     for (auto& s : all) argv.push_back(s.data());
     argv.push_back(nullptr);
-    const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const pid_t pid = fork();
-    if (pid == 0) {
-        if (setns(fd, CLONE_NEWNET) != 0) _exit(126);
+    const int rc = in_netns(ns_pid, [&] {
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, nullptr);
         execvp("ip", argv.data());
-        _exit(127);
-    }
-    close(fd);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid) return false;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-        std::fprintf(stderr, "weft-run: --hosts: cannot run 'ip' (apt-get install iproute2)\n");
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        return 127;
+    });
+    if (rc == 127) std::fprintf(stderr, "weft-run: --hosts: cannot run 'ip' (apt-get install iproute2)\n");
+    return rc == 0;
 }
 
 bool SimulatedHosts::link_running(pid_t ns_pid, const char* dev) {
-    const std::string ns = "/proc/" + std::to_string(ns_pid) + "/ns/net";
-    const int fd = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    // A child looks: setns would move weft-run itself.
-    const pid_t pid = fork();
-    if (pid == 0) {
-        if (setns(fd, CLONE_NEWNET) != 0) _exit(2);
-        const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        ifreq ifr{};
-        std::strncpy(ifr.ifr_name, dev, IFNAMSIZ - 1);
-        _exit(s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_RUNNING) ? 0 : 1);
-    }
-    close(fd);
-    int status = 0;
-    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return in_netns(ns_pid, [&] {
+               const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+               ifreq ifr{};
+               std::strncpy(ifr.ifr_name, dev, IFNAMSIZ - 1);
+               return s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_RUNNING) ? 0 : 1;
+           }) == 0;
 }
 
 bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_tmp, std::string& error) {
