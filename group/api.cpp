@@ -297,7 +297,10 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
     const auto op = weft_op_t(raw_op);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
-        if (!req && eng.coll().flags_usable(*c, count * weft::group::datatype_size(type)))
+        const size_t bytes = count * weft::group::datatype_size(type);
+        if (!req && eng.coll().flat_usable(*c, bytes))
+            return eng.coll().allreduce_flat(*c, sendbuf, recvbuf, count, type, op);
+        if (!req && eng.coll().flags_usable(*c, bytes))
             return eng.coll().allreduce_flags(*c, sendbuf, recvbuf, count, type, op);
         if (!req && eng.coll().bulk_usable(*c, count * weft::group::datatype_size(type), weft::group::flag_max_bytes))
             return eng.coll().allreduce_bulk(*c, sendbuf, recvbuf, count, type, op);
@@ -358,6 +361,8 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
     if (st != WEFT_OK) return st;
     ApiLock lock(eng);
     return guarded([&]() -> Status {
+        if (!req && bytes <= weft::group::small_bcast_max && eng.coll().bulk_usable(*c, bytes))
+            return eng.coll().bcast_small(*c, buf, bytes, root);
         if (!req && c->size >= weft::group::bulk_bcast_min_ranks &&
             eng.coll().bulk_usable(*c, bytes, weft::group::bulk_bcast_above))
             return eng.coll().bcast_bulk(*c, buf, bytes, root);
@@ -374,6 +379,8 @@ Status barrier_common(weft_comm_t comm, weft_request_t* req) {
     c = over_survivors(c);
     ApiLock lock(eng);
     return guarded([&]() -> Status {
+        if (!req && eng.coll().flat_usable(*c, 0))
+            return eng.coll().allreduce_flat(*c, nullptr, nullptr, 0, WEFT_BYTE, WEFT_OP_SUM);
         if (!req && eng.coll().flags_usable(*c, 0)) return eng.coll().barrier_flags(*c);
         Request* r = nullptr;
         Status s = eng.coll().barrier_start(*c, r);

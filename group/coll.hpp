@@ -80,6 +80,14 @@ public:
     Status allreduce_bulk(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op);
     Status bcast_bulk(Comm& c, void* buf, size_t bytes, uint32_t root);
+    // Bcasts of at most small_bcast_max bytes (bulk_usable(c, bytes) true).
+    Status bcast_small(Comm& c, void* buf, size_t bytes, uint32_t root);
+    // Barriers (count 0) and allreduces of at most flag_max_bytes among at
+    // most flat_max_ranks members, when flat_usable says so (the same answer
+    // on every member, and then for every size up to flag_max_bytes).
+    bool flat_usable(const Comm& c, size_t bytes) const;
+    Status allreduce_flat(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                          weft_op_t op);
     Status allgather_bulk(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf);
 
 private:

@@ -31,6 +31,33 @@
 // own done flag + 1 (a slot's flags are zeroed before a new
 // communicator learns the slot, clear_flags).
 //
+// Small bcasts (at most small_bcast_max bytes) use a ring of
+// small_bcast_cells cells in each member's area instead, plus one word per
+// member, `small_done`: the small bcasts this member has finished on the
+// communicator. Bcast e (= small_done + 1, the same on every member) lives
+// in cell e % cells of its root's area: the root copies the data in, stores
+// e in the cell's first word (release) and returns; the others wait for that
+// word to reach e, copy the data out and set their small_done = e. The root
+// writes a cell again, for bcast e, only once every member's small_done >=
+// e - cells — it remembers the lowest it saw (Comm::small_bcast_free), so it
+// reads its peers' words once every few bcasts, not every time. A root runs
+// up to `cells` bcasts ahead of the slowest member, as an eager tree's root
+// would, where the staged path above waits for every member two bcasts back.
+// A cell read for bcast e can only hold e or an older bcast (< e): never a
+// newer one, which would need this reader's small_done >= e.
+//
+// Barriers and allreduces of at most flag_max_bytes among at most
+// flat_max_ranks members (allreduce_flat) need no rounds: each member has
+// two cells (parities) of {epoch, data}; for collective e (the
+// communicator's count of them, Comm::flat_epoch) a member writes its data
+// and then e into its cell of parity e & 1, waits until every member's cell
+// of that parity holds e, and reduces the members' data in rank order (the
+// same bits everywhere). One write and N - 1 reads each, at depth one: a
+// rank that must wait for the others to be scheduled (more ranks than
+// cores) waits once, where a dissemination waits once per round. A cell of
+// parity p is written again at e + 2 only after every member's cell held
+// e + 1, which each wrote after its last read of e.
+//
 // Failures: every wait is flags.cpp's: a failed member, a revoke or the
 // deadline end it with a status. A failed member's mapping stays valid here
 // (the memfd lives while we map it), so reads of its stage never fault.
@@ -47,7 +74,15 @@ namespace {
 constexpr size_t line = 64;
 constexpr size_t flags_bytes = 3 * line;  // in, out, done
 constexpr uint32_t in_flag = 0, out_flag = 1, done_flag = 2;
-constexpr size_t bulk_slot_area = flags_bytes + 2 * bulk_chunk;
+constexpr size_t small_cells = 64;
+constexpr size_t small_cell = 8 + small_bcast_max;          // epoch word + data
+constexpr size_t small_off = flags_bytes + 2 * bulk_chunk;  // small_done's line, then the cells
+constexpr size_t small_area = line + small_cells * small_cell;
+constexpr size_t flat_cell = 320;  // epoch word + flag_max_bytes, in whole lines
+constexpr size_t flat_off = small_off + small_area;
+constexpr size_t bulk_slot_area = flat_off + 2 * flat_cell;
+static_assert(8 + flag_max_bytes <= flat_cell && flat_cell % line == 0);
+static_assert(small_cell % line == 0 && bulk_slot_area % line == 0);
 constexpr size_t reduce_piece = 16 * 1024;  // accumulator bytes per pass: L1-resident
 static_assert(bulk_chunk % line == 0 && bulk_chunk % 8 == 0);
 
@@ -90,7 +125,17 @@ bool Collectives::bulk_usable(const Comm& c, size_t bytes, size_t above) const {
 }
 
 void Collectives::clear_bulk_flags(uint32_t slot) {
-    if (bulk_win_ && slot < bulk_slots) std::memset(bulk_win_->local_base + bulk_off(slot), 0, flags_bytes);
+    if (!bulk_win_ || slot >= bulk_slots) return;
+    uint8_t* area = bulk_win_->local_base + bulk_off(slot);
+    std::memset(area, 0, flags_bytes);
+    std::memset(area + small_off, 0, line);
+    for (size_t k = 0; k < small_cells; ++k) std::memset(area + small_off + line + k * small_cell, 0, 8);
+    std::memset(area + flat_off, 0, 8);
+    std::memset(area + flat_off + flat_cell, 0, 8);
+}
+
+bool Collectives::flat_usable(const Comm& c, size_t bytes) const {
+    return c.size <= flat_max_ranks && bytes <= flag_max_bytes && bulk_usable(c, bytes + 1);
 }
 
 uint8_t* Collectives::bulk_area(const Comm& c, uint32_t member) const {
@@ -186,6 +231,62 @@ Status Collectives::bcast_bulk(Comm& c, void* buf, size_t bytes, uint32_t root) 
         }
         bulk_set(c, out_flag, e);
         bulk_set(c, done_flag, e);
+    }
+    eng_.drain_port().commit_finish(c);
+    return st;
+}
+
+Status Collectives::bcast_small(Comm& c, void* buf, size_t bytes, uint32_t root) {
+    eng_.drain_port().commit_begin(c);
+    auto word = [&](uint32_t m, size_t off) {
+        return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(bulk_area(c, m) + small_off + off));
+    };
+    const uint64_t e = word(c.rank, 0).load(std::memory_order_relaxed) + 1;
+    const size_t cell = line + (e % small_cells) * small_cell;
+    Status st = WEFT_OK;
+    if (c.rank == root) {
+        // Every member must have read the cell's previous bcast, e - cells.
+        const uint64_t need = e > small_cells ? e - small_cells : 0;
+        if (c.small_bcast_free < need) {
+            uint64_t lowest = UINT64_MAX;
+            for (uint32_t m = 0; m < c.size && st == WEFT_OK; ++m) {
+                if (m == c.rank) continue;
+                uint64_t* done = reinterpret_cast<uint64_t*>(bulk_area(c, m) + small_off);
+                st = await_word(c, done, need);
+                lowest = std::min(lowest, std::atomic_ref<uint64_t>(*done).load(std::memory_order_acquire));
+            }
+            if (st == WEFT_OK) c.small_bcast_free = lowest;
+        }
+        if (st == WEFT_OK) {
+            std::memcpy(bulk_area(c, root) + small_off + cell + 8, buf, bytes);
+            word(root, cell).store(e, std::memory_order_release);
+        }
+    } else {
+        st = await_word(c, reinterpret_cast<uint64_t*>(bulk_area(c, root) + small_off + cell), e);
+        if (st == WEFT_OK) std::memcpy(buf, bulk_area(c, root) + small_off + cell + 8, bytes);
+    }
+    if (st == WEFT_OK) word(c.rank, 0).store(e, std::memory_order_release);
+    eng_.drain_port().commit_finish(c);
+    return st;
+}
+
+Status Collectives::allreduce_flat(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
+                                   weft_op_t op) {
+    eng_.drain_port().commit_begin(c);
+    const uint64_t e = ++c.flat_epoch;
+    const size_t cell = flat_off + (e & 1) * flat_cell;
+    const size_t bytes = count ? count * datatype_size(type) : 0;
+    uint8_t* mine = bulk_area(c, c.rank) + cell;
+    if (bytes) std::memcpy(mine + 8, sendbuf == WEFT_IN_PLACE ? recvbuf : sendbuf, bytes);
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(mine)).store(e, std::memory_order_release);
+    Status st = WEFT_OK;
+    for (uint32_t m = 0; m < c.size && st == WEFT_OK; ++m)
+        if (m != c.rank) st = await_word(c, reinterpret_cast<uint64_t*>(bulk_area(c, m) + cell), e);
+    if (st == WEFT_OK && bytes) {
+        const ReduceFn reduce = reduce_fn(type, op);
+        auto* acc = static_cast<uint8_t*>(recvbuf);
+        std::memcpy(acc, bulk_area(c, 0) + cell + 8, bytes);
+        for (uint32_t m = 1; m < c.size; ++m) reduce(acc, bulk_area(c, m) + cell + 8, count);
     }
     eng_.drain_port().commit_finish(c);
     return st;

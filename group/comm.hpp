@@ -39,6 +39,14 @@ constexpr size_t bulk_bcast_above = 8192;
 // copy straight into the receiver's buffer, where the bulk path copies
 // twice (1 MiB p50 120 us against 496 us, same run).
 constexpr uint32_t bulk_bcast_min_ranks = 4;
+// Bcasts of up to this many bytes on shm go through a ring of cells in the
+// root's bulk area (coll_shm.cpp, bcast_small): the root writes a cell and
+// returns, up to small_bcast_cells bcasts ahead of the slowest member.
+constexpr size_t small_bcast_max = 1016;
+// Barriers and small allreduces among at most this many members on shm read
+// every member's cell at once (coll_shm.cpp, allreduce_flat) instead of
+// log2 N rounds of flags (flags.cpp).
+constexpr uint32_t flat_max_ranks = 16;
 
 class Engine;
 struct Request;
@@ -85,10 +93,12 @@ struct Comm {
         nullptr;              // our clock record in the state window (seq, +1 target, +2 finished); null without a slot
     uint32_t coll_seq = 0;    // next collective's number (internal tag)
     uint64_t flag_epoch = 0;  // blocking collectives on the flag path so far
-    uint64_t flag_allreduces = 0;  // of which allreduces (their inbox parity)
-    uint32_t refs = 0;             // live requests naming it
-    bool freeing = false;          // user freed it; the release barrier runs
-    bool slots_known = true;       // every member's clock slot is known (create_from_ranks: after its first collective)
+    uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
+    uint64_t flat_epoch = 0;        // allreduce_flat: barriers and allreduces so far
+    uint64_t small_bcast_free = 0;  // bcast_small: every member has read every bcast up to this one
+    uint32_t refs = 0;              // live requests naming it
+    bool freeing = false;           // user freed it; the release barrier runs
+    bool slots_known = true;  // every member's clock slot is known (create_from_ranks: after its first collective)
     bool world = false;
     bool revoked = false;       // weft_comm_revoke (group/ft.cpp)
     Comm* survivors = nullptr;  // G non-empty: collectives run over this (group/ft)

@@ -14,6 +14,7 @@
 #include <limits>
 #include <sstream>
 #include <type_traits>
+#include <unistd.h>
 
 using namespace mp;
 
@@ -308,6 +309,18 @@ TEST_F(Coll, AllgatherMatchesReference) {
 
 // ------------------------------------------------ back to back, large
 
+// One bcast of n bytes of seeded data from root, checked on every rank.
+void bcast_bytes(weft_comm_t comm, size_t n, uint32_t root, uint64_t seed, const std::string& at) {
+    const auto want = input<uint8_t>(seed, root, n, WEFT_OP_MIN);
+    Buf<uint8_t> buf(n);
+    if (rank == root)
+        std::memcpy(buf.data(), want.data(), n);
+    else
+        std::memset(buf.data(), 0x5c, n);
+    ASSERT_EQ(weft_bcast(comm, buf.data(), n, WEFT_BYTE, root), WEFT_OK) << "bcast" << at;
+    expect_result(buf, want, "bcast" + at);
+}
+
 // The shm bulk path (coll_shm.cpp) stages every collective's chunks in two
 // buffers per rank that peers read in place, so a rank that runs ahead into
 // the next collective must never overwrite data a slower one still reads.
@@ -359,14 +372,8 @@ TEST_F(Coll, LargeBackToBackKeepsEveryResult) {
                 {  // bcast of odd bytes, the root moving round
                     const uint32_t root = uint32_t(step % t.n);
                     const size_t n = bytes + 3;
-                    const auto want = input<uint8_t>(mix(0xbcull ^ step), root, n, WEFT_OP_MIN);
-                    Buf<uint8_t> buf(n);
-                    if (rank == root)
-                        std::memcpy(buf.data(), want.data(), n);
-                    else
-                        std::memset(buf.data(), 0x5c, n);
-                    ASSERT_EQ(weft_bcast(t.comm, buf.data(), n, WEFT_BYTE, root), WEFT_OK) << "bcast" << at;
-                    expect_result(buf, want, "bcast" + at);
+                    bcast_bytes(t.comm, n, root, mix(0xbcull ^ step), at);
+                    if (HasFatalFailure()) return;
                 }
                 {  // allgather, bytes / ranks + 1 per rank, IN_PLACE every other time
                     const size_t n = bytes / t.n + 1;
@@ -388,6 +395,72 @@ TEST_F(Coll, LargeBackToBackKeepsEveryResult) {
                 }
             }
     for (auto& d : dups) ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
+// Small bcasts on shm (coll_shm.cpp, bcast_small) return at the root as
+// soon as its cell is written, so a root runs up to the ring's 64 cells
+// ahead of the slowest member and must then wait before it reuses a cell
+// that member has not read. Here 300 bcasts per target follow one another
+// with no barrier, the root moving on every 100 and the size changing (1 byte to
+// one past the small path's 1016, the next path's first size), while one
+// member now and then stops for a while, so every other root laps it; each
+// result is checked. Over more dups than have a bulk area, too (the rest use
+// the tree).
+TEST_F(Coll, SmallBcastsRunAheadAndKeepEveryResult) {
+    std::vector<weft_comm_t> dups(9, nullptr);
+    for (auto& d : dups) ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+    std::vector<std::pair<Target, uint64_t>> all;
+    for (const Target& t : targets_) all.push_back({t, t.comm == w_ ? 0u : 1u});
+    for (size_t k = 0; k < dups.size(); ++k) all.push_back({{dups[k], size, "a dup"}, 2 + k});
+    const std::vector<size_t> sizes = {8, 1, 1016, 77, 1017, 256, 8, 3};
+    const int count = slow_fabric() ? 60 : 300;
+    for (const auto& [t, id] : all) {
+        const uint32_t sleeper = uint32_t((id + 1) % t.n);
+        for (int k = 0; k < count; ++k) {
+            // One root for 100 bcasts: while the sleeper stops, the root laps it.
+            const uint32_t root = uint32_t((k / 100 + id) % t.n);
+            const size_t n = sizes[size_t(k) % sizes.size()];
+            const std::string at = " " + std::to_string(k) + " of " + std::to_string(n) + " bytes from " +
+                                   std::to_string(root) + " on " + t.name;
+            if (rank == sleeper && k % 100 == 7) usleep(3000);
+            bcast_bytes(t.comm, n, root, mix(0x5bcull ^ (id << 20) ^ uint64_t(k)), at);
+            if (HasFatalFailure()) return;
+        }
+    }
+    for (auto& d : dups) ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
+// Barriers and small allreduces on shm among up to 16 members
+// (coll_shm.cpp, allreduce_flat) reuse each member's two cells every other
+// collective, so a member that finished one must not overwrite a cell a
+// slower member still reads. 300 of them per target back to back (sizes
+// from one element to the path's 256 bytes, a barrier every fifth), one
+// member stopping now and then, every result checked.
+TEST_F(Coll, SmallAllreducesBackToBackKeepEveryResult) {
+    const std::vector<size_t> counts = {1, 32, 3, 17, 1};
+    const int rounds = slow_fabric() ? 60 : 300;
+    for (const Target& t : targets_) {
+        const uint32_t sleeper = (t.comm == w_ ? 1u : 0u) % t.n;
+        for (int k = 0; k < rounds; ++k) {
+            const std::string at = " " + std::to_string(k) + " on " + t.name;
+            if (rank == sleeper && k % 50 == 9) usleep(3000);
+            if (k % 5 == 4) {
+                ASSERT_EQ(weft_barrier(t.comm), WEFT_OK) << "barrier" << at;
+                continue;
+            }
+            const size_t n = counts[size_t(k) % counts.size()];
+            const uint64_t s = mix(0xf1a7ull ^ uint64_t(k));
+            auto mine = input<uint64_t>(s, rank, n, WEFT_OP_SUM);
+            Buf<uint64_t> out(n);
+            const bool in_place = k % 3 == 0;
+            if (in_place) std::memcpy(out.data(), mine.data(), n * 8);
+            ASSERT_EQ(
+                weft_allreduce(t.comm, in_place ? WEFT_IN_PLACE : mine.data(), out.data(), n, WEFT_UINT64, WEFT_OP_SUM),
+                WEFT_OK)
+                << "allreduce" << at;
+            expect_result(out, reference<uint64_t>(s, t.n, n, WEFT_OP_SUM), "allreduce" + at);
+        }
+    }
 }
 
 // ---------------------------------------------- non-blocking, overlapping
