@@ -181,6 +181,8 @@ Status send_common(weft_comm_t comm, const void* buf, size_t count, int type, ui
         // A recognised failure (weft/ft.h) is PROC_NULL: nothing is sent.
         if (__builtin_expect(c->recognised != nullptr, 0) && c->recognised[dest])
             r = eng.p2p().completed_request(*c, weft::group::ReqKind::send, proc_null_status());
+        else if (!req && !sync && eng.p2p().fits_send_now(bytes))
+            return eng.p2p().send_now(*c, buf, bytes, dest, tag);
         else
             s = eng.p2p().isend(*c, 0, buf, bytes, dest, tag, sync, r);
         if (s != WEFT_OK) return s;

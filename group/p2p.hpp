@@ -110,6 +110,12 @@ public:
     Status isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uint32_t dest, int32_t tag, bool sync,
                  Request*& out);
     Status irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src, int32_t tag, Request*& out);
+    // A blocking standard-mode send on the point-to-point context that goes
+    // eagerly (fits_send_now): the message is in the transport when it
+    // returns OK, so no request is made, waited for and released.
+    static constexpr size_t stack_eager = 8192;  // eager messages built on the stack up to this size
+    bool fits_send_now(size_t bytes) const { return bytes <= eager_limit_ && bytes <= stack_eager; }
+    Status send_now(Comm& c, const void* buf, size_t bytes, uint32_t dest, int32_t tag);
     // Finds (does not consume) the first matching unexpected message.
     bool iprobe(Comm& c, int32_t src, int32_t tag, weft_msg_status_t& st);
     Status cancel(Request& r);
