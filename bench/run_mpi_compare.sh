@@ -19,6 +19,13 @@
 # (bench/coll_report.py). A lane whose tools are missing is skipped and shows
 # n/a. Every run is bounded by `timeout`.
 #
+# INTERLEAVE=1 runs every test on its own (--only), all lanes of a test one
+# right after the other, instead of each lane's whole program in turn: this
+# machine's host moves between a fast and a slow regime within seconds (the
+# same 2-rank ping-pong at 170 or 400 ns, the 4-rank 1 MiB allreduce at 0.3 or
+# 1.1 ms, for weft and Open MPI alike; bench/RESULTS.md, run J), and lanes a
+# minute apart then compare regimes, not libraries.
+#
 # Environment: RANKS ("2 4 8"), ITERS (20000), WARMUP (1000), BW_ITERS (200),
 # BW_WARMUP (10), BUDGET_MS (3000: per test; a lane that is slower runs fewer
 # iterations and says so), ROUNDS (1: repeat everything, the table takes the
@@ -49,7 +56,7 @@ log() { printf '== %s\n' "$*" >&2; }
 run() {
     local lane=$1 n=$2 round=$3
     shift 3
-    local logf="$OUT/$lane-n$n-r$round.log"
+    local logf="$OUT/$lane-n$n-r$round${LOGTAG:-}.log"
     printf '%s\n' "$*" >> "$OUT/commands.txt"
     log "$lane n=$n round $round"
     if ! env "$@" > "$logf" 2>&1; then
@@ -101,25 +108,39 @@ machine() {
 }
 machine > "$OUT/machine.txt"
 
+# lanes N ROUND [extra arguments for every program]: each wanted lane once.
+lanes() {
+    local n=$1 round=$2
+    shift 2
+    local ARGS=("${ARGS[@]}" "$@")
+    want weft-shm && run weft-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 "${WEFT[@]}" --transport shm -n "$n" \
+        "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm
+    [ -n "${BASE_BUILD:-}" ] &&
+        run weft-shm-base "$n" "$round" WEFT_TIMEOUT_MS=120000 timeout "$RUN_TIMEOUT" \
+            "$BASE_BUILD/tools/weft-run" --timeout $((RUN_TIMEOUT - 10)) --transport shm -n "$n" \
+            "$BASE_BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm-base
+    want openmpi && [ -n "${MPI_BIN[openmpi]:-}" ] &&
+        run openmpi "$n" "$round" "${OMPI[@]}" -n "$n" "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi
+    want mpich && [ -n "${MPI_BIN[mpich]:-}" ] &&
+        run mpich "$n" "$round" timeout "$RUN_TIMEOUT" mpiexec.mpich -n "$n" "${MPI_BIN[mpich]}" \
+            "${ARGS[@]}" --label mpich
+    want weft-ucx-shm && run weft-ucx-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 UCX_TLS=shm "${WEFT[@]}" --transport ucx \
+        -n "$n" "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-ucx-shm
+    want openmpi-yield && [ -n "${MPI_BIN[openmpi]:-}" ] &&
+        run openmpi-yield "$n" "$round" "${OMPI[@]}" --mca mpi_yield_when_idle 1 -n "$n" \
+            "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi-yield
+}
+
+TESTS="pingpong8_half barrier allreduce8_u64 allreduce8_f64 allreduce_1MiB bcast8 bcast_64KiB bcast_1MiB
+       allgather8 allgather_64KiB allgather_1MiB"
 for round in $(seq 1 "$ROUNDS"); do
     for n in $RANKS; do
         [ -n "$STREAM" ] && run stream "$n" "$round" timeout "$RUN_TIMEOUT" "$STREAM" --ranks "$n"
-        want weft-shm && run weft-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 "${WEFT[@]}" --transport shm -n "$n" \
-            "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm
-        [ -n "${BASE_BUILD:-}" ] &&
-            run weft-shm-base "$n" "$round" WEFT_TIMEOUT_MS=120000 timeout "$RUN_TIMEOUT" \
-                "$BASE_BUILD/tools/weft-run" --timeout $((RUN_TIMEOUT - 10)) --transport shm -n "$n" \
-                "$BASE_BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-shm-base
-        want openmpi && [ -n "${MPI_BIN[openmpi]:-}" ] &&
-            run openmpi "$n" "$round" "${OMPI[@]}" -n "$n" "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi
-        want mpich && [ -n "${MPI_BIN[mpich]:-}" ] &&
-            run mpich "$n" "$round" timeout "$RUN_TIMEOUT" mpiexec.mpich -n "$n" "${MPI_BIN[mpich]}" \
-                "${ARGS[@]}" --label mpich
-        want weft-ucx-shm && run weft-ucx-shm "$n" "$round" WEFT_TIMEOUT_MS=120000 UCX_TLS=shm "${WEFT[@]}" --transport ucx \
-            -n "$n" "$BUILD/bench/coll_weft" "${ARGS[@]}" --label weft-ucx-shm
-        want openmpi-yield && [ -n "${MPI_BIN[openmpi]:-}" ] &&
-            run openmpi-yield "$n" "$round" "${OMPI[@]}" --mca mpi_yield_when_idle 1 -n "$n" \
-                "${MPI_BIN[openmpi]}" "${ARGS[@]}" --label openmpi-yield
+        if [ "${INTERLEAVE:-0}" = 1 ]; then
+            for t in $TESTS; do LOGTAG="-$t" lanes "$n" "$round" --only "$t"; done
+        else
+            lanes "$n" "$round"
+        fi
     done
 done
 echo "uptime after: $(uptime)" >> "$OUT/machine.txt"
