@@ -304,7 +304,7 @@ Status allreduce_common(weft_comm_t comm, const void* sendbuf, void* recvbuf, si
             return eng.coll().allreduce_flat(*c, sendbuf, recvbuf, count, type, op);
         if (!req && eng.coll().flags_usable(*c, bytes))
             return eng.coll().allreduce_flags(*c, sendbuf, recvbuf, count, type, op);
-        if (!req && eng.coll().bulk_usable(*c, count * weft::group::datatype_size(type), weft::group::flag_max_bytes))
+        if (!req && eng.coll().bulk_usable(*c, bytes, weft::group::flag_max_bytes))
             return eng.coll().allreduce_bulk(*c, sendbuf, recvbuf, count, type, op);
         Request* r = nullptr;
         Status s = eng.coll().reduce_start(*c, sendbuf, recvbuf, count, type, op, 0, true, r);

@@ -32,7 +32,7 @@
 // communicator learns the slot, clear_flags).
 //
 // Small bcasts (at most small_bcast_max bytes) use a ring of
-// small_bcast_cells cells in each member's area instead, plus one word per
+// small_cells cells in each member's area instead, plus one word per
 // member, `small_done`: the small bcasts this member has finished on the
 // communicator. Bcast e (= small_done + 1, the same on every member) lives
 // in cell e % cells of its root's area: the root copies the data in, stores

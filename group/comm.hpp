@@ -41,7 +41,7 @@ constexpr size_t bulk_bcast_above = 8192;
 constexpr uint32_t bulk_bcast_min_ranks = 4;
 // Bcasts of up to this many bytes on shm go through a ring of cells in the
 // root's bulk area (coll_shm.cpp, bcast_small): the root writes a cell and
-// returns, up to small_bcast_cells bcasts ahead of the slowest member.
+// returns, up to 64 bcasts (the ring's cells) ahead of the slowest member.
 constexpr size_t small_bcast_max = 1016;
 // Barriers and small allreduces among at most this many members on shm read
 // every member's cell at once (coll_shm.cpp, allreduce_flat) instead of
