@@ -341,6 +341,8 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
             r->scatter = std::move(scatter);
             return coll_finish(eng, r, req);
         }
+        if (!req && eng.coll().pair_usable(*c, bytes, weft::group::pair_allgather_max))
+            return eng.coll().allgather_pair(*c, sendbuf, bytes, recvbuf);
         if (!req && eng.coll().bulk_usable(*c, bytes)) return eng.coll().allgather_bulk(*c, sendbuf, bytes, recvbuf);
         Status s = eng.coll().allgather_start(*c, sendbuf, bytes, recvbuf, r);
         return s != WEFT_OK ? s : coll_finish(eng, r, req);
@@ -365,6 +367,7 @@ Status bcast_common(weft_comm_t comm, void* buf, size_t count, int type, uint32_
     return guarded([&]() -> Status {
         if (!req && bytes <= weft::group::small_bcast_max && eng.coll().bulk_usable(*c, bytes))
             return eng.coll().bcast_small(*c, buf, bytes, root);
+        if (!req && eng.coll().pair_usable(*c, bytes)) return eng.coll().bcast_pair(*c, buf, bytes, root);
         if (!req && c->size >= weft::group::bulk_bcast_min_ranks &&
             eng.coll().bulk_usable(*c, bytes, weft::group::bulk_bcast_above))
             return eng.coll().bcast_bulk(*c, buf, bytes, root);

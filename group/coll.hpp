@@ -89,6 +89,12 @@ public:
     Status allreduce_flat(Comm& c, const void* sendbuf, void* recvbuf, size_t count, weft_datatype_t type,
                           weft_op_t op);
     Status allgather_bulk(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf);
+    // Two members (bulk_usable true): each copies straight from or into the
+    // other's buffer with the transport's pull / push_into, half of a bcast
+    // each, its peer's block of an allgather each.
+    bool pair_usable(const Comm& c, size_t bytes, size_t at_most = SIZE_MAX) const;
+    Status bcast_pair(Comm& c, void* buf, size_t bytes, uint32_t root);
+    Status allgather_pair(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf);
 
 private:
     Status init_bulk();  // from init(): the bulk window, on shm only
@@ -98,6 +104,8 @@ private:
     Status bulk_wait(const Comm& c, uint32_t member, uint32_t which, uint64_t epoch);
     Status bulk_wait_all(const Comm& c, uint32_t which, uint64_t epoch);
     uint64_t bulk_epoch(const Comm& c) const;
+    template <typename Copy>
+    Status pair_exchange(Comm& c, const void* mine, size_t bytes, Copy&& copy);
     Status signal(const Comm& c, uint32_t to, uint64_t flag_off, const void* data, size_t bytes, uint64_t epoch);
     Status await(const Comm& c, uint64_t flag_off, uint64_t epoch);
     Status await_word(const Comm& c, uint64_t* word, uint64_t epoch);

@@ -58,6 +58,21 @@
 // parity p is written again at e + 2 only after every member's cell held
 // e + 1, which each wrote after its last read of e.
 //
+// Bcasts and allgathers of more than pair_above bytes between two members
+// (pair_usable) copy once, straight between the members' own buffers,
+// through the transport's pull and push_into (cross-memory attach on shm):
+// a staged copy moves every byte twice, and a point-to-point rendezvous
+// leaves all of a bcast's copy to the receiver while the root's core waits.
+// Pair collective e (Comm::pair_epoch) of each member: it writes its
+// buffer's address into its pair line and then e (release), waits for the
+// peer's e, copies — a bcast's root pushes the second half into the
+// receiver's buffer while the receiver pulls the first half from the root's;
+// in an allgather each pulls the other's block — and writes 2e + (its copy
+// failed) into the line's done word. Each then waits for the peer's done
+// before returning: until then the peer may still be copying from or into
+// its buffer. The line is written again, for e + 1, only after the peer's
+// done for e, which it wrote after its last read of our address.
+//
 // Failures: every wait is flags.cpp's: a failed member, a revoke or the
 // deadline end it with a status. A failed member's mapping stays valid here
 // (the memfd lives while we map it), so reads of its stage never fault.
@@ -80,7 +95,8 @@ constexpr size_t small_off = flags_bytes + 2 * bulk_chunk;  // small_done's line
 constexpr size_t small_area = line + small_cells * small_cell;
 constexpr size_t flat_cell = 320;  // epoch word + flag_max_bytes, in whole lines
 constexpr size_t flat_off = small_off + small_area;
-constexpr size_t bulk_slot_area = flat_off + 2 * flat_cell;
+constexpr size_t pair_off = flat_off + 2 * flat_cell;  // one line: ready epoch, buffer address, done
+constexpr size_t bulk_slot_area = pair_off + line;
 static_assert(8 + flag_max_bytes <= flat_cell && flat_cell % line == 0);
 static_assert(small_cell % line == 0 && bulk_slot_area % line == 0);
 constexpr size_t reduce_piece = 16 * 1024;  // accumulator bytes per pass: L1-resident
@@ -132,6 +148,7 @@ void Collectives::clear_bulk_flags(uint32_t slot) {
     for (size_t k = 0; k < small_cells; ++k) std::memset(area + small_off + line + k * small_cell, 0, 8);
     std::memset(area + flat_off, 0, 8);
     std::memset(area + flat_off + flat_cell, 0, 8);
+    std::memset(area + pair_off, 0, line);
 }
 
 bool Collectives::flat_usable(const Comm& c, size_t bytes) const {
@@ -315,6 +332,64 @@ Status Collectives::allgather_bulk(Comm& c, const void* sendbuf, size_t bytes, v
         bulk_set(c, out_flag, e);
         bulk_set(c, done_flag, e);
     }
+    eng_.drain_port().commit_finish(c);
+    return st;
+}
+
+bool Collectives::pair_usable(const Comm& c, size_t bytes, size_t at_most) const {
+    return c.size == 2 && bytes > pair_above && bytes <= at_most && bulk_usable(c, bytes);
+}
+
+template <typename Copy>
+Status Collectives::pair_exchange(Comm& c, const void* mine, size_t bytes, Copy&& copy) {
+    auto word = [&](uint32_t m, uint32_t k) {
+        return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(bulk_area(c, m) + pair_off + 8 * k));
+    };
+    constexpr uint32_t ready = 0, address = 1, done = 2;
+    const uint32_t peer = 1 - c.rank;
+    const uint64_t e = ++c.pair_epoch;
+    ExposedBuffer exposed;
+    Status st = rt_.backend().expose(mine, bytes, exposed);
+    if (st != WEFT_OK) return st;  // shm exposes any memory: no member fails alone here
+    word(c.rank, address).store(exposed.addr, std::memory_order_relaxed);
+    word(c.rank, ready).store(e, std::memory_order_release);
+    uint64_t* peer_ready = reinterpret_cast<uint64_t*>(bulk_area(c, peer) + pair_off);
+    st = await_word(c, peer_ready, e);
+    if (st == WEFT_OK) st = copy(c.members[peer], word(peer, address).load(std::memory_order_relaxed));
+    word(c.rank, done).store(2 * e + (st != WEFT_OK), std::memory_order_release);
+    if (st != WEFT_ERR_PEER_FAILED && st != WEFT_ERR_REVOKED && st != WEFT_ERR_TIMEOUT) {
+        const Status waited = await_word(c, peer_ready + done, 2 * e);
+        if (st == WEFT_OK) st = waited;
+        if (st == WEFT_OK && (word(peer, done).load(std::memory_order_acquire) & 1))
+            st = WEFT_FAIL(WEFT_ERR_TRANSPORT, "collective on communicator %llx: the peer's copy failed",
+                           static_cast<unsigned long long>(c.id));
+    }
+    rt_.backend().unexpose(exposed);
+    return st;
+}
+
+Status Collectives::bcast_pair(Comm& c, void* buf, size_t bytes, uint32_t root) {
+    eng_.drain_port().commit_begin(c);
+    auto* data = static_cast<uint8_t*>(buf);
+    // Split at a page boundary: each side's copy pins only its own pages.
+    const size_t head = (bytes / 2) & ~size_t(4095);
+    Status st = pair_exchange(c, buf, bytes, [&](uint32_t peer, uint64_t at) {
+        return c.rank == root ? rt_.backend().push_into(peer, at + head, nullptr, 0, data + head, bytes - head)
+                              : rt_.backend().pull(peer, at, nullptr, 0, data, head);
+    });
+    eng_.drain_port().commit_finish(c);
+    return st;
+}
+
+Status Collectives::allgather_pair(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf) {
+    eng_.drain_port().commit_begin(c);
+    auto* out = static_cast<uint8_t*>(recvbuf);
+    const uint32_t me = c.rank, peer = 1 - me;
+    const auto* in = sendbuf == WEFT_IN_PLACE ? out + me * bytes : static_cast<const uint8_t*>(sendbuf);
+    if (sendbuf != WEFT_IN_PLACE) std::memcpy(out + me * bytes, in, bytes);
+    Status st = pair_exchange(c, in, bytes, [&](uint32_t peer_job, uint64_t at) {
+        return rt_.backend().pull(peer_job, at, nullptr, 0, out + peer * bytes, bytes);
+    });
     eng_.drain_port().commit_finish(c);
     return st;
 }

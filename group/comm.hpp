@@ -35,9 +35,9 @@ constexpr uint32_t bulk_slots = 8;         // clock slots with a bulk area (coll
 // every member to have read its stage two bcasts ago (8 ranks on 2 cores:
 // 14.8 us p50 against 0.7 us, bench/RESULTS.md, issue 14).
 constexpr size_t bulk_bcast_above = 8192;
-// ... and so do bcasts among fewer ranks: at 2 the tree is one cross-memory
-// copy straight into the receiver's buffer, where the bulk path copies
-// twice (1 MiB p50 120 us against 496 us, same run).
+// ... and so do bcasts among 3 ranks (2 use the pair path below): the bulk
+// path copies every byte twice and its root waits for the members (2 ranks,
+// 1 MiB: p50 120 us against 496 us for the tree; 3 ranks were not measured).
 constexpr uint32_t bulk_bcast_min_ranks = 4;
 // Bcasts of up to this many bytes on shm go through a ring of cells in the
 // root's bulk area (coll_shm.cpp, bcast_small): the root writes a cell and
@@ -47,6 +47,16 @@ constexpr size_t small_bcast_max = 1016;
 // every member's cell at once (coll_shm.cpp, allreduce_flat) instead of
 // log2 N rounds of flags (flags.cpp).
 constexpr uint32_t flat_max_ranks = 16;
+// Bcasts and allgathers of more than this many bytes between exactly two
+// members on shm copy straight between the members' own buffers, the copy
+// split between them (coll_shm.cpp, bcast_pair / allgather_pair).
+constexpr size_t pair_above = 16 * 1024;
+// ... but an allgather's blocks of more than this many bytes are staged
+// (allgather_bulk): two copies in cache beat one cross-memory copy, whose
+// page pinning costs more than a cached memcpy (2 ranks, 512 KiB blocks: p50
+// 45 us staged against 63 us; 32 KiB blocks: 6.1 us against 3.6-7.1 us
+// staged and 6.9 us for Open MPI; bench/RESULTS.md, issue 14).
+constexpr size_t pair_allgather_max = 64 * 1024;
 
 class Engine;
 struct Request;
@@ -96,6 +106,7 @@ struct Comm {
     uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
     uint64_t flat_epoch = 0;        // allreduce_flat: barriers and allreduces so far
     uint64_t small_bcast_free = 0;  // bcast_small: every member has read every bcast up to this one
+    uint64_t pair_epoch = 0;        // bcast_pair and allgather_pair so far
     uint32_t refs = 0;              // live requests naming it
     bool freeing = false;           // user freed it; the release barrier runs
     bool slots_known = true;  // every member's clock slot is known (create_from_ranks: after its first collective)

@@ -164,6 +164,14 @@ public:
         (void)peer, (void)addr, (void)key, (void)key_len, (void)dst, (void)len;
         return WEFT_ERR_UNSUPPORTED;
     }
+    // Blocking write of src into [addr, addr+len) that `peer` exposed with
+    // `key`: the other half of a copy both sides share (group/coll_shm.cpp,
+    // the two-member bcast).
+    virtual Status push_into(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, const void* src,
+                             size_t len) {
+        (void)peer, (void)addr, (void)key, (void)key_len, (void)src, (void)len;
+        return WEFT_ERR_UNSUPPORTED;
+    }
 };
 
 // Constructs B(rt) and runs its init(); `out` is set only on success.

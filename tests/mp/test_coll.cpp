@@ -310,15 +310,24 @@ TEST_F(Coll, AllgatherMatchesReference) {
 // ------------------------------------------------ back to back, large
 
 // One bcast of n bytes of seeded data from root, checked on every rank.
-void bcast_bytes(weft_comm_t comm, size_t n, uint32_t root, uint64_t seed, const std::string& at) {
+// `scribble`: the root overwrites its buffer the moment the bcast returns
+// (a root that returned before every member had its data would hand out
+// garbage).
+void bcast_bytes(weft_comm_t comm, size_t n, uint32_t root, uint64_t seed, const std::string& at,
+                 bool scribble = false) {
+    uint32_t me = 0;
+    ASSERT_EQ(weft_comm_rank(comm, &me), WEFT_OK);
     const auto want = input<uint8_t>(seed, root, n, WEFT_OP_MIN);
     Buf<uint8_t> buf(n);
-    if (rank == root)
+    if (me == root)
         std::memcpy(buf.data(), want.data(), n);
     else
         std::memset(buf.data(), 0x5c, n);
     ASSERT_EQ(weft_bcast(comm, buf.data(), n, WEFT_BYTE, root), WEFT_OK) << "bcast" << at;
-    expect_result(buf, want, "bcast" + at);
+    if (me == root && scribble)
+        std::memset(buf.data(), 0xee, n);
+    else
+        expect_result(buf, want, "bcast" + at);
 }
 
 // The shm bulk path (coll_shm.cpp) stages every collective's chunks in two
@@ -428,6 +437,56 @@ TEST_F(Coll, SmallBcastsRunAheadAndKeepEveryResult) {
         }
     }
     for (auto& d : dups) ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
+// Between two members on shm, bcasts and allgathers above 16 KiB copy
+// straight between the members' own buffers, a bcast's root pushing half
+// while the receiver pulls the other half (coll_shm.cpp, bcast_pair and
+// allgather_pair). Neither member may return before the other's copy is
+// done: here every member overwrites its buffers the moment the call
+// returns (a root that left early would hand out the garbage) and checks
+// what it received at once (a receiver that left early would miss the
+// root's half). Pairs of the world (split by rank / 2; an odd last rank
+// has none), sizes around pages and the blocks' staging limit, the root
+// moving, one member stopping now and then so that either arrives first.
+TEST_F(Coll, PairCopiesEndBeforeEitherReturns) {
+    weft_comm_t pair = nullptr;
+    ASSERT_EQ(weft_comm_split(w_, int32_t(rank / 2), 0, &pair), WEFT_OK);
+    uint32_t n = 0, me = 0;
+    ASSERT_EQ(weft_comm_size(pair, &n), WEFT_OK);
+    ASSERT_EQ(weft_comm_rank(pair, &me), WEFT_OK);
+    const std::vector<size_t> sizes = {16 * 1024 + 1, 64 * 1024, 64 * 1024 + 1, 1 << 20, 300000, 20000, 3 * 4096 + 5};
+    const int count = n == 2 ? (slow_fabric() ? 20 : 60) : 0;
+    for (int k = 0; k < count; ++k) {
+        const size_t bytes = sizes[size_t(k) % sizes.size()];
+        const uint32_t root = uint32_t(k / 3) % 2;
+        const std::string at = " " + std::to_string(k) + " of " + std::to_string(bytes) + " bytes";
+        if (me == uint32_t(k / 5) % 2 && k % 5 == 2) usleep(2000);
+        bcast_bytes(pair, bytes, root, mix(0x9a1bull ^ uint64_t(k)), " on a pair" + at, true);
+        if (HasFatalFailure()) return;
+        {
+            const uint64_t s = mix(0x9a1cull ^ uint64_t(k));
+            auto mine = input<uint8_t>(s, me, bytes, WEFT_OP_MIN);
+            std::vector<uint8_t> want;
+            for (uint32_t r = 0; r < 2; ++r) {
+                const auto part = input<uint8_t>(s, r, bytes, WEFT_OP_MIN);
+                want.insert(want.end(), part.begin(), part.end());
+            }
+            Buf<uint8_t> out(2 * bytes);
+            std::memset(out.data(), 0x5c, 2 * bytes);
+            const bool in_place = k % 2 == 1;
+            if (in_place) std::memcpy(out.data() + me * bytes, mine.data(), bytes);
+            ASSERT_EQ(weft_allgather(pair, in_place ? WEFT_IN_PLACE : mine.data(), bytes, WEFT_BYTE, out.data()),
+                      WEFT_OK)
+                << "allgather" << at;
+            std::vector<uint8_t> got(out.data(), out.data() + 2 * bytes);
+            std::memset(in_place ? out.data() + me * bytes : mine.data(), 0xee, bytes);
+            EXPECT_TRUE(got == want) << "pair allgather" << at;
+            EXPECT_TRUE(out.g.guards_intact()) << "pair allgather" << at << ": written outside the buffer";
+        }
+        if (HasFailure()) break;
+    }
+    ASSERT_EQ(weft_comm_free(&pair), WEFT_OK);
 }
 
 // Barriers and small allreduces on shm among up to 16 members

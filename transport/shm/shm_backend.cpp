@@ -157,6 +157,13 @@ public:
         }
         return shm::cma_copy(peers_[peer].pid, dst, addr, len, false);
     }
+    Status push_into(uint32_t peer, uint64_t addr, const uint8_t*, size_t, const void* src, size_t len) override {
+        if (peer == rt_.rank()) {
+            std::memcpy(reinterpret_cast<void*>(addr), src, len);
+            return WEFT_OK;
+        }
+        return shm::cma_copy(peers_[peer].pid, const_cast<void*>(src), addr, len, true);
+    }
 
 private:
     Status push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen);
