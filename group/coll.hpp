@@ -46,6 +46,7 @@ public:
     Status allgather_start(Comm& c, const void* sendbuf, size_t bytes, void* recvbuf, Request*& out);
     // From progress: runs every active schedule until it must wait.
     uint32_t advance_schedules();
+    bool no_schedules() const { return active_colls_.empty(); }
     // Active collectives fail with st: those over c (revoke), or those over
     // a communicator that contains job rank `peer` (its failure).
     void fail_on(const Comm& c, Status st);

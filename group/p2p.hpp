@@ -137,6 +137,8 @@ public:
     // ------------------------------------------------- the engine's calls
     // Pulls and replies owed (from progress, which never nests).
     uint32_t flush_deferred();
+    // Nothing for flush_deferred to do: the progress hook's inline check.
+    bool nothing_deferred() const { return pulls_.empty() && replies_.empty(); }
     // A peer failed (receives naming it and sends awaiting its reply fail)
     // or departed (sends awaiting its reply fail).
     void peer_gone(uint32_t peer, bool departed);
