@@ -371,7 +371,8 @@ Status Collectives::pair_exchange(Comm& c, const void* mine, size_t bytes, Copy&
 Status Collectives::bcast_pair(Comm& c, void* buf, size_t bytes, uint32_t root) {
     eng_.drain_port().commit_begin(c);
     auto* data = static_cast<uint8_t*>(buf);
-    // Split at a page boundary: each side's copy pins only its own pages.
+    // Split at a multiple of 4 KiB: with a page-aligned buffer each side
+    // pins only its own pages.
     const size_t head = (bytes / 2) & ~size_t(4095);
     Status st = pair_exchange(c, buf, bytes, [&](uint32_t peer, uint64_t at) {
         return c.rank == root ? rt_.backend().push_into(peer, at + head, nullptr, 0, data + head, bytes - head)
