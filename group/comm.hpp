@@ -52,11 +52,11 @@ constexpr uint32_t flat_max_ranks = 16;
 // split between them (coll_shm.cpp, bcast_pair / allgather_pair).
 constexpr size_t pair_above = 16 * 1024;
 // ... but an allgather's blocks of more than this many bytes are staged
-// (allgather_bulk): two copies in cache beat one cross-memory copy, whose
-// page pinning costs more than a cached memcpy (2 ranks, 512 KiB blocks: p50
-// 45 us staged against 63 us; 32 KiB blocks: 6.1 us against 3.6-7.1 us
-// staged and 6.9 us for Open MPI; bench/RESULTS.md, issue 14).
-constexpr size_t pair_allgather_max = 64 * 1024;
+// (allgather_bulk): above it two copies in cache beat one cross-memory copy,
+// whose page pinning costs more than a cached memcpy. 2 ranks, mean: 128
+// KiB blocks 16-18 us pair against 19-23 us staged; 256 KiB blocks 30-34
+// against 26-28; 512 KiB 55-63 against 44-46 (bench/RESULTS.md, issue 14).
+constexpr size_t pair_allgather_max = 128 * 1024;
 
 class Engine;
 struct Request;

@@ -455,7 +455,7 @@ TEST_F(Coll, PairCopiesEndBeforeEitherReturns) {
     uint32_t n = 0, me = 0;
     ASSERT_EQ(weft_comm_size(pair, &n), WEFT_OK);
     ASSERT_EQ(weft_comm_rank(pair, &me), WEFT_OK);
-    const std::vector<size_t> sizes = {16 * 1024 + 1, 64 * 1024, 64 * 1024 + 1, 1 << 20, 300000, 20000, 3 * 4096 + 5};
+    const std::vector<size_t> sizes = {16 * 1024 + 1, 128 * 1024, 128 * 1024 + 1, 1 << 20, 300000, 20000, 3 * 4096 + 5};
     const int count = n == 2 ? (slow_fabric() ? 20 : 60) : 0;
     for (int k = 0; k < count; ++k) {
         const size_t bytes = sizes[size_t(k) % sizes.size()];
