@@ -71,7 +71,13 @@
 // failed) into the line's done word. Each then waits for the peer's done
 // before returning: until then the peer may still be copying from or into
 // its buffer. The line is written again, for e + 1, only after the peer's
-// done for e, which it wrote after its last read of our address.
+// done for e, which it wrote after its last read of our address. A member
+// that gives up waiting for its peer (the deadline, a revoke) publishes its
+// failed done before it returns, and the peer, once it sees that, copies
+// nothing: the buffer that member published may be gone (a root's late
+// push would write into it). If the peer came in the meantime, the member
+// waits for the peer's done first (a seq_cst store and load on each side:
+// one of the two always sees the other).
 //
 // Failures: every wait is flags.cpp's: a failed member, a revoke or the
 // deadline end it with a status. A failed member's mapping stays valid here
@@ -352,12 +358,24 @@ Status Collectives::pair_exchange(Comm& c, const void* mine, size_t bytes, Copy&
     Status st = rt_.backend().expose(mine, bytes, exposed);
     if (st != WEFT_OK) return st;  // shm exposes any memory: no member fails alone here
     word(c.rank, address).store(exposed.addr, std::memory_order_relaxed);
-    word(c.rank, ready).store(e, std::memory_order_release);
+    // seq_cst, with the loads below: of a member that gives up waiting
+    // (done = 2e + 1, then a look at our ready) and us (ready = e, then a
+    // look at its done), at least one sees the other's store.
+    word(c.rank, ready).store(e, std::memory_order_seq_cst);
     uint64_t* peer_ready = reinterpret_cast<uint64_t*>(bulk_area(c, peer) + pair_off);
     st = await_word(c, peer_ready, e);
-    if (st == WEFT_OK) st = copy(c.members[peer], word(peer, address).load(std::memory_order_relaxed));
-    word(c.rank, done).store(2 * e + (st != WEFT_OK), std::memory_order_release);
-    if (st != WEFT_ERR_PEER_FAILED && st != WEFT_ERR_REVOKED && st != WEFT_ERR_TIMEOUT) {
+    if (st == WEFT_OK && word(peer, done).load(std::memory_order_seq_cst) == 2 * e + 1)
+        // It gave up (or failed) before we came: its buffer may be gone;
+        // touch nothing. (2e: it finished its part, a bcast's receiver may.)
+        st = WEFT_FAIL(WEFT_ERR_TIMEOUT, "collective on communicator %llx: the peer gave up waiting for us",
+                       static_cast<unsigned long long>(c.id));
+    else if (st == WEFT_OK)
+        st = copy(c.members[peer], word(peer, address).load(std::memory_order_relaxed));
+    word(c.rank, done).store(2 * e + (st != WEFT_OK), std::memory_order_seq_cst);
+    // Gave up (deadline, revoke) while the peer had already come: it may be
+    // copying into our buffer, which must outlive that.
+    const bool peer_came = word(peer, ready).load(std::memory_order_seq_cst) >= e;
+    if (st != WEFT_ERR_PEER_FAILED && (peer_came || (st != WEFT_ERR_REVOKED && st != WEFT_ERR_TIMEOUT))) {
         const Status waited = await_word(c, peer_ready + done, 2 * e);
         if (st == WEFT_OK) st = waited;
         if (st == WEFT_OK && (word(peer, done).load(std::memory_order_acquire) & 1))

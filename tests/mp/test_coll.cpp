@@ -489,6 +489,32 @@ TEST_F(Coll, PairCopiesEndBeforeEitherReturns) {
     ASSERT_EQ(weft_comm_free(&pair), WEFT_OK);
 }
 
+// A member that gives up on a pair bcast (the deadline) has returned, and
+// its buffer may be gone: a root that comes later must not push into it
+// (coll_shm.cpp, pair_exchange). Run with WEFT_TIMEOUT_MS=2000 on 2 ranks
+// (its own ctest entry): rank 1 waits out the deadline, then keeps its
+// buffer and looks at it after the root, 3 s late, has come and gone. Then
+// both run one more pair bcast, which must work.
+using CollTimeout = CommTest;
+TEST_F(CollTimeout, LateRootWritesNothingIntoAPeerThatGaveUp) {
+    if (size != 2) GTEST_SKIP() << "run on 2 ranks";
+    const size_t n = 1 << 20;
+    Buf<uint8_t> buf(n);
+    if (rank == 1) {
+        std::memset(buf.data(), 0x5c, n);
+        EXPECT_EQ(weft_bcast(w_, buf.data(), n, WEFT_BYTE, 0), WEFT_ERR_TIMEOUT);
+        usleep(2500 * 1000);  // the root comes at 3 s and finds we gave up
+        const std::vector<uint8_t> want(n, 0x5c);
+        expect_result(buf, want, "the buffer of a bcast that timed out, after the root came");
+    } else {
+        usleep(3000 * 1000);
+        std::memset(buf.data(), 0xab, n);
+        EXPECT_NE(weft_bcast(w_, buf.data(), n, WEFT_BYTE, 0), WEFT_OK) << "the peer had given up";
+    }
+    barrier();
+    bcast_bytes(w_, n, 0, mix(0x1a7eull), " after a timed-out one");
+}
+
 // Barriers and small allreduces on shm among up to 16 members
 // (coll_shm.cpp, allreduce_flat) reuse each member's two cells every other
 // collective, so a member that finished one must not overwrite a cell a
