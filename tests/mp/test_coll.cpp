@@ -500,6 +500,7 @@ TEST_F(CollTimeout, LateRootWritesNothingIntoAPeerThatGaveUp) {
     if (size != 2) GTEST_SKIP() << "run on 2 ranks";
     const size_t n = 1 << 20;
     Buf<uint8_t> buf(n);
+    barrier();  // the root's 3 s and our 2 s deadline start together
     if (rank == 1) {
         std::memset(buf.data(), 0x5c, n);
         EXPECT_EQ(weft_bcast(w_, buf.data(), n, WEFT_BYTE, 0), WEFT_ERR_TIMEOUT);
