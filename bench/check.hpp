@@ -2,11 +2,16 @@
 // call and why, and exit (bench_util.hpp stays free of weft for the floor).
 #pragma once
 
+#include <weft/comm.h>
 #include <weft/weft.h>
+
+#include "bench_util.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 
 namespace bench {
 
@@ -28,6 +33,19 @@ inline void init_or_skip(weft_context_t* ctx) {
         std::exit(0);
     }
     check(st, "weft_init");
+}
+
+// Median µs of op over reps repetitions, each started after a barrier on
+// comm (so every rank enters it together).
+inline double median_after_barrier(weft_comm_t comm, int reps, const std::function<void()>& op) {
+    std::vector<double> us;
+    for (int i = 0; i < reps; ++i) {
+        check(weft_barrier(comm), "barrier");
+        const uint64_t t0 = now_ns();
+        op();
+        us.push_back(double(now_ns() - t0) / 1e3);
+    }
+    return median(us);
 }
 
 }  // namespace bench

@@ -37,17 +37,7 @@ struct Bench {
     uint32_t rank = 0, size = 0;
     int reps = 200;
 
-    // Median µs of `op` over the repetitions, each after a barrier.
-    double time(const std::function<void()>& op) {
-        std::vector<double> us;
-        for (int i = 0; i < reps; ++i) {
-            check(weft_barrier(world), "barrier");
-            const uint64_t t0 = now_ns();
-            op();
-            us.push_back(double(now_ns() - t0) / 1e3);
-        }
-        return median(us);
-    }
+    double time(const std::function<void()>& op) { return bench::median_after_barrier(world, reps, op); }
 
     void run_all(const char* label) {
         uint64_t one = 1, sum = 0;

@@ -7,6 +7,7 @@
 #include "group/detector.hpp"
 #include "group/engine.hpp"
 #include "group/ft.hpp"
+#include "group/pgroup.hpp"
 #include "group/layer.hpp"
 #include "group/reduce.hpp"
 #include "group/schedule.hpp"
@@ -472,7 +473,8 @@ namespace weft::group {
 struct Layer {
     std::unique_ptr<Engine> engine;
     std::unique_ptr<Detector> detector;
-    std::unique_ptr<Ft> ft;  // declared after engine and detector: destroyed first
+    std::unique_ptr<Ft> ft;                  // declared after engine and detector: destroyed first
+    std::unique_ptr<ProcessGroups> pgroups;  // the same
     std::thread progress_thread;
     std::atomic<bool> stop{false};
 };
@@ -525,6 +527,9 @@ Status attach(Runtime& rt, bool multi_threaded) {
     if (st != WEFT_OK) return st;
     layer->ft = std::make_unique<Ft>(*layer->engine, *layer->detector);
     st = layer->ft->init();
+    if (st != WEFT_OK) return st;
+    layer->pgroups = std::make_unique<ProcessGroups>(*layer->engine);
+    st = layer->pgroups->init();
     if (st != WEFT_OK) return st;
     st = rt.add_layer(group_layer, layer.get(), {.on_teardown = stop_detector});
     if (st != WEFT_OK) return st;

@@ -54,10 +54,12 @@ public:
     void pause(Backoff& b);
     // Polls, pausing when idle, until done() holds; false if the deadline
     // passed first. A clock read costs as much as a poll: it looks at the
-    // clock every 32nd idle spin.
+    // clock every 32nd idle spin. `profile`: how to pause (transport/
+    // common.hpp); a wait whose peers are inside the same operation uses
+    // collective_partner.
     template <typename Done>
-    bool progress_until(Done done, Deadline d) {
-        Backoff backoff;
+    bool progress_until(Done done, Deadline d, const BackoffProfile& profile = Backoff::transport) {
+        Backoff backoff(profile);
         for (uint32_t spins = 0; !done(); ++spins) {
             if (poll() > 0) {
                 backoff.reset();

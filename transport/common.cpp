@@ -280,6 +280,16 @@ extern "C" const char* weft_strerror(weft_status_t status) {
             return "communicator revoked";
         case WEFT_ERR_PEER_FAILED_PENDING:
             return "a member failed and its failure is not recognised yet (any-source receive)";
+        case WEFT_ERR_NOT_A_MEMBER:
+            return "the caller is not a participant of the operation";
+        case WEFT_ERR_CONSTRUCT_ABORT:
+            return "group construct aborted: a participant was lost";
+        case WEFT_ERR_CANCELED:
+            return "operation cancelled";
+        case WEFT_ERR_WOULD_BLOCK:
+            return "a blocking call from an event handler";
+        case WEFT_ERR_BAD_PARAM:
+            return "the participants' arguments disagree";
     }
     return "unknown status code";
 }

@@ -53,7 +53,12 @@ typedef enum weft_status {
     WEFT_ERR_TRUNCATE = 17,            /* a message longer than the receive buffer */
     WEFT_ERR_REVOKED = 18,             /* the communicator was revoked (weft/ft.h) */
     WEFT_ERR_PEER_FAILED_PENDING = 19, /* ANY_SOURCE receive with an unrecognised failure (weft/ft.h) */
-    WEFT_ERR_LAST_ = WEFT_ERR_PEER_FAILED_PENDING
+    WEFT_ERR_NOT_A_MEMBER = 20,        /* the caller is not among an operation's participants (weft/group.h) */
+    WEFT_ERR_CONSTRUCT_ABORT = 21,     /* a group construct was aborted: a participant was lost (weft/group.h) */
+    WEFT_ERR_CANCELED = 22,            /* the operation was cancelled */
+    WEFT_ERR_WOULD_BLOCK = 23,         /* a blocking call from an event handler */
+    WEFT_ERR_BAD_PARAM = 24,           /* participants' arguments disagree (weft/group.h) */
+    WEFT_ERR_LAST_ = WEFT_ERR_BAD_PARAM
 } weft_status_t;
 
 /* A static, never-NULL text for any status value (unknown values included). */

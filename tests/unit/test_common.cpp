@@ -5,6 +5,8 @@
 #include "transport/common.hpp"
 
 #include <gtest/gtest.h>
+#include <weft/config.hpp>
+#include <weft/version.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -249,4 +251,11 @@ TEST(Deadline, ShortDeadlineEventuallyPasses) {
     for (uint64_t i = 0; i < 100000000 && !d.passed(); ++i) b.pause();
     EXPECT_TRUE(d.passed());
     EXPECT_EQ(d.remaining_ns(), 0u);
+}
+
+// weft/version.h is written by hand; it must name the version CMake builds.
+TEST(Version, HeaderMatchesTheBuild) {
+    const std::string header = std::to_string(WEFT_VERSION_MAJOR) + "." + std::to_string(WEFT_VERSION_MINOR) + "." +
+                               std::to_string(WEFT_VERSION_PATCH);
+    EXPECT_EQ(header, WEFT_VERSION);
 }

@@ -12,6 +12,8 @@
 
 #include <weft/comm.h>
 #include <weft/config.hpp>
+#include <weft/group.h>
+#include <weft/version.h>
 #include <weft/weft.h>
 
 #if WEFT_HAVE_VERBS
@@ -125,6 +127,10 @@ int main(int argc, char** argv) {
     std::printf("  auto   %s on one host; %s on several hosts like this one\n", weft::auto_backend(true, false)->name,
                 several ? several->name : "none");
     std::printf("  PMIx bootstrap %s\n", WEFT_HAVE_PMIX ? "built" : "not built");
+    int group_ft = 0;
+    weft_group_ft_supported(&group_ft);
+    std::printf("process groups: collective construct with added members, destruct, leave; fault tolerance %s\n",
+                group_ft ? "yes (WEFT_CAP_GROUP_FT: FT_COLLECTIVE, MEMBER_FAILED, timeouts, cancel)" : "no");
 
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0) {

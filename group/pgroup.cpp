@@ -1,0 +1,942 @@
+// pgroup.cpp — process groups: the participants' and the tracker's state
+// machines (pgroup.hpp has the protocol, docs/groups.md the rules).
+#include "group/pgroup.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <unistd.h>
+
+namespace weft::group {
+
+namespace {
+
+constexpr uint32_t am_pgroup = Runtime::am_internal_first + 3;
+// How long a participant that withdrew (timeout, cancel) waits for the
+// tracker's outcome before it returns its own reason: long enough for a
+// live tracker's answer, short against any useful timeout.
+constexpr uint64_t withdraw_grace_ns = 1000000000ull;
+// A decided outcome is kept this long for late resends and a new
+// tracker's queries; so is a track nobody here called for.
+constexpr uint64_t keep_track_ns = 10000000000ull;
+constexpr size_t keep_destructed = 64;
+
+// Little-endian-as-the-host byte writer and a bounds-checked reader: every
+// participant runs the same build on one launch.
+struct Writer {
+    std::vector<uint8_t> b;
+    template <typename T>
+    void put(T v) {
+        const auto* p = reinterpret_cast<const uint8_t*>(&v);
+        b.insert(b.end(), p, p + sizeof v);
+    }
+    void bytes(const void* p, size_t n) {
+        put<uint32_t>(static_cast<uint32_t>(n));
+        const auto* q = static_cast<const uint8_t*>(p);
+        b.insert(b.end(), q, q + n);
+    }
+    void procs(const std::vector<Proc>& v) {
+        put<uint32_t>(static_cast<uint32_t>(v.size()));
+        for (const Proc& p : v) {
+            put(p.job);
+            put(p.rank);
+        }
+    }
+};
+
+struct Reader {
+    const uint8_t* p;
+    size_t left;
+    bool ok = true;
+    template <typename T>
+    T get() {
+        T v{};
+        if (left < sizeof v) {
+            ok = false;
+            return v;
+        }
+        std::memcpy(&v, p, sizeof v);
+        p += sizeof v;
+        left -= sizeof v;
+        return v;
+    }
+    std::vector<uint8_t> bytes() {
+        const uint32_t n = get<uint32_t>();
+        if (!ok || n > left || n > WEFT_GROUP_INFO_MAX) {
+            ok = false;
+            return {};
+        }
+        std::vector<uint8_t> v(p, p + n);
+        p += n;
+        left -= n;
+        return v;
+    }
+    std::vector<Proc> procs() {
+        const uint32_t n = get<uint32_t>();
+        if (!ok || n > left / 8) {
+            ok = false;
+            return {};
+        }
+        std::vector<Proc> v(n);
+        for (Proc& q : v) {
+            q.job = get<uint32_t>();
+            q.rank = get<uint32_t>();
+        }
+        return v;
+    }
+};
+
+// Every message starts with its type, the operation's kind, the group's
+// name and a nonce.
+Writer message(uint8_t type, uint8_t kind, const std::string& name, uint64_t nonce) {
+    Writer w;
+    w.put(type);
+    w.put(kind);
+    w.bytes(name.data(), name.size());
+    w.put(nonce);
+    return w;
+}
+
+bool contains(const std::vector<Proc>& v, Proc p) { return std::find(v.begin(), v.end(), p) != v.end(); }
+
+std::vector<Proc> sorted_unique(std::vector<Proc> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+}
+
+}  // namespace
+
+ProcessGroups::ProcessGroups(Engine& e) : eng_(e), rt_(e.rt()) {
+    // Nonces tell one call from the next of the same name: unique across
+    // processes and incarnations of this one.
+    std::random_device rd;
+    next_nonce_ = (uint64_t(rd()) << 32 | rd()) ^ (uint64_t(getpid()) << 16);
+    if (next_nonce_ == 0) next_nonce_ = 1;
+}
+
+ProcessGroups::~ProcessGroups() { rt_.remove_layer(pgroup_layer); }
+
+Status ProcessGroups::init() {
+    gone_.assign(rt_.universe_size(), 0);
+    Status st = rt_.am_register_internal(am_pgroup, on_msg, this);
+    if (st != WEFT_OK) return st;
+    return rt_.add_layer(pgroup_layer, this, {.on_progress = on_progress, .on_peer_gone = on_peer_gone});
+}
+
+ProcessGroups* ProcessGroups::of(Runtime& rt) { return rt.layer(pgroup_layer); }
+
+// ------------------------------------------------------------ helpers
+uint32_t ProcessGroups::peer_of(Proc p) const {
+    auto& bs = rt_.bootstrap();
+    return rt_.peer_of_universe(bs.universe_index(p.job, p.rank));
+}
+
+Proc ProcessGroups::self() const { return Proc{rt_.job(), rt_.rank()}; }
+
+bool ProcessGroups::gone(uint32_t peer) const { return peer < gone_.size() && (gone_[peer] || rt_.peer_failed(peer)); }
+
+Status ProcessGroups::check_procs(const std::vector<Proc>& v, const char* what, const char* fn) const {
+    const auto& sizes = rt_.bootstrap().job_sizes();
+    for (const Proc& p : v)
+        if (p.job >= sizes.size() || p.rank >= sizes[p.job])
+            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: %s names job %u rank %u, not a process of this launch", fn,
+                             what, p.job, p.rank);
+    if (sorted_unique(v).size() != v.size())
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: %s names a process twice", fn, what);
+    return WEFT_OK;
+}
+
+const PGroup* ProcessGroups::find(const std::string& name) const {
+    auto it = groups_.find(name);
+    return it == groups_.end() ? nullptr : &it->second;
+}
+
+PgOp* ProcessGroups::op_by_nonce(uint64_t nonce) {
+    for (auto& o : ops_)
+        if (o->nonce == nonce) return o.get();
+    return nullptr;
+}
+
+PgOp* ProcessGroups::op_for(PgOp::Kind kind, const std::string& name) {
+    for (auto& o : ops_)
+        if (!o->done && o->kind == kind && o->name == name) return o.get();
+    return nullptr;
+}
+
+uint64_t ProcessGroups::add_handler(weft_group_event_fn fn, void* arg) {
+    handlers_.push_back({next_handler_, fn, arg});
+    return next_handler_++;
+}
+
+bool ProcessGroups::remove_handler(uint64_t id) {
+    auto it = std::find_if(handlers_.begin(), handlers_.end(), [&](const Handler& h) { return h.id == id; });
+    if (it == handlers_.end()) return false;
+    handlers_.erase(it);
+    return true;
+}
+
+void ProcessGroups::raise(weft_group_event_t ev, const std::string& name, Proc p) { events_.push_back({ev, name, p}); }
+
+void ProcessGroups::deliver_events() {
+    // Handlers may call back into weft: none of our maps is being walked.
+    while (!events_.empty()) {
+        std::vector<Event> evs;
+        evs.swap(events_);
+        for (const Event& e : evs) {
+            WEFT_LOG(debug, "group %s: event %d for job %u rank %u", e.name.c_str(), int(e.ev), e.proc.job,
+                     e.proc.rank);
+            const auto hs = handlers_;  // a handler may deregister
+            for (const Handler& h : hs) {
+                ++in_handler_;
+                h.fn(h.arg, e.ev, e.name.c_str(), weft_proc_t{e.proc.job, e.proc.rank});
+                --in_handler_;
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ the calls
+Status ProcessGroups::start_construct(ConstructArgs a, PgOp*& out) {
+    const char* fn = "weft_group_construct";
+    if (groups_.count(a.name)) return WEFT_FAIL(WEFT_ERR_BUSY, "%s: group %s already exists here", fn, a.name.c_str());
+    if (op_for(PgOp::Kind::construct, a.name) || op_for(PgOp::Kind::destruct, a.name))
+        return WEFT_FAIL(WEFT_ERR_BUSY, "%s: an operation on group %s is in flight here", fn, a.name.c_str());
+    if (Status st = check_procs(a.procs, "procs", fn)) return st;
+    if (Status st = check_procs(a.add_members, "add_members", fn)) return st;
+    if (Status st = check_procs(a.order, "final_order", fn)) return st;
+    if (a.procs.empty() && (!a.add_members.empty() || !a.order.empty() || !a.expand.empty()))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG,
+                         "%s: an added member (procs = NULL) cannot name members, an order or groups to expand", fn);
+    for (const Proc& p : a.add_members)
+        if (contains(a.procs, p))
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: job %u rank %u is both a leader and an added member", fn, p.job,
+                             p.rank);
+    std::vector<Proc> leaders = a.procs;
+    for (const std::string& g : a.expand) {
+        const PGroup* pg = find(g);
+        if (!pg)
+            return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: group %s to expand is not a group of this process", fn,
+                             g.c_str());
+        leaders.insert(leaders.end(), pg->members.begin(), pg->members.end());
+    }
+    leaders = sorted_unique(std::move(leaders));
+    const bool leader = !leaders.empty();
+    // The seed's caller verification: skipped when the call adds members.
+    if (leader && a.add_members.empty() && !contains(leaders, self()))
+        return WEFT_FAIL(WEFT_ERR_NOT_A_MEMBER, "%s: this process (job %u rank %u) is not among the participants of %s",
+                         fn, rt_.job(), rt_.rank(), a.name.c_str());
+    auto op = std::make_unique<PgOp>();
+    op->kind = PgOp::Kind::construct;
+    op->name = std::move(a.name);
+    op->nonce = next_nonce_++;
+    op->leader = leader;
+    op->leaders = std::move(leaders);
+    op->add_members = sorted_unique(std::move(a.add_members));
+    op->order = std::move(a.order);
+    op->flags = a.flags;
+    op->info = std::move(a.info);
+    op->deadline = a.timeout_ms ? Deadline::after_ns(uint64_t(a.timeout_ms) * 1000000ull) : rt_.op_deadline();
+    PgOp& o = *op;
+    ops_.push_back(std::move(op));
+    out = &o;
+    WEFT_LOG(debug, "group %s: construct as %s (%zu leaders, %zu added)", o.name.c_str(),
+             o.leader ? "leader" : "added member", o.leaders.size(), o.add_members.size());
+    if (o.leader) {
+        // Added members learn the leaders (so their tracker) from us.
+        Writer w = message(uint8_t(Type::added), uint8_t(PgOp::Kind::construct), o.name, uint64_t(0));
+        w.procs(o.leaders);
+        for (const Proc& p : o.add_members)
+            if (p != self()) send(peer_of(p), w.b);
+        contribute(o);
+    } else {
+        auto it = added_.find(o.name);
+        if (it != added_.end()) {
+            o.leaders = std::move(it->second.first);
+            added_.erase(it);
+            contribute(o);
+        }
+    }
+    deliver_events();
+    return WEFT_OK;
+}
+
+Status ProcessGroups::start_destruct(const std::string& name, uint32_t timeout_ms, PgOp*& out) {
+    const char* fn = "weft_group_destruct";
+    if (!groups_.count(name))
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: this process is not in a group %s", fn, name.c_str());
+    if (op_for(PgOp::Kind::destruct, name))
+        return WEFT_FAIL(WEFT_ERR_BUSY, "%s: a destruct of %s is in flight here", fn, name.c_str());
+    auto op = std::make_unique<PgOp>();
+    op->kind = PgOp::Kind::destruct;
+    op->name = name;
+    op->nonce = next_nonce_++;
+    op->deadline = timeout_ms ? Deadline::after_ns(uint64_t(timeout_ms) * 1000000ull) : rt_.op_deadline();
+    PgOp& o = *op;
+    ops_.push_back(std::move(op));
+    out = &o;
+    contribute(o);
+    deliver_events();
+    return WEFT_OK;
+}
+
+Status ProcessGroups::leave(const std::string& name) {
+    if (PgOp* op = op_for(PgOp::Kind::construct, name)) {
+        // Leaving a group still being built: the tracker counts us as
+        // departed and completes on the others.
+        if (op->tracker != UINT32_MAX) {
+            op->withdraw = WEFT_ERR_NOT_FOUND;
+            send_withdraw(*op);
+        }
+        finish(*op, WEFT_ERR_CANCELED);
+        WEFT_LOG(debug, "group %s: left during its construct", name.c_str());
+        deliver_events();
+        return WEFT_OK;
+    }
+    auto it = groups_.find(name);
+    if (it == groups_.end())
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_group_leave: this process is not in a group %s", name.c_str());
+    tell_left(it->second, self());
+    if (PgOp* d = op_for(PgOp::Kind::destruct, name)) finish(*d, WEFT_ERR_NOT_FOUND);
+    groups_.erase(it);
+    tracks_.erase({uint8_t(PgOp::Kind::destruct), name});
+    WEFT_LOG(debug, "group %s: left", name.c_str());
+    deliver_events();
+    return WEFT_OK;
+}
+
+Status ProcessGroups::cancel(PgOp& op) {
+    if (op.done || op.withdraw != WEFT_OK) return WEFT_OK;
+    if (op.kind != PgOp::Kind::construct)
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "weft_group_op_cancel: only a construct can be cancelled");
+    withdraw(op, WEFT_ERR_CANCELED);
+    deliver_events();
+    return WEFT_OK;
+}
+
+Status ProcessGroups::wait(PgOp& op) {
+    // Every op ends by its own deadline plus the grace; the bound here only
+    // guards against a defect in that.
+    const Deadline d = Deadline::after_ns(op.deadline.remaining_ns() + 2 * withdraw_grace_ns + 1000000000ull);
+    // The participants are inside the same operation: yield to them for a
+    // while before sleeping (on an oversubscribed host a futex sleep and
+    // wake per message hop costs tens of microseconds; bench/RESULTS.md).
+    if (!eng_.progress_until([&] { return op.done; }, d, Backoff::collective_partner)) {
+        finish(op, WEFT_FAIL(WEFT_ERR_TIMEOUT, "group %s: no outcome past its deadline and grace", op.name.c_str()));
+    }
+    return reap(op);
+}
+
+Status ProcessGroups::reap(PgOp& op) {
+    const Status st = op.status;
+    auto it = std::find_if(ops_.begin(), ops_.end(), [&](const auto& p) { return p.get() == &op; });
+    if (it != ops_.end()) ops_.erase(it);
+    return st;
+}
+
+// ------------------------------------------------------ participant side
+uint32_t ProcessGroups::tracker_for(const PgOp& op) const {
+    if (op.kind == PgOp::Kind::construct) {
+        for (const Proc& p : op.leaders)
+            if (p == self() || !gone(p)) return peer_of(p);
+        return UINT32_MAX;
+    }
+    const PGroup* g = find(op.name);
+    if (!g) return UINT32_MAX;
+    std::vector<Proc> m = sorted_unique(g->members);
+    for (const Proc& p : m)
+        if (p == self() || !gone(p)) return peer_of(p);
+    return UINT32_MAX;
+}
+
+std::vector<uint8_t> ProcessGroups::encode_contrib(const PgOp& op) const {
+    Writer w = message(uint8_t(Type::contrib), uint8_t(op.kind), op.name, op.nonce);
+    w.put(uint8_t(op.leader));
+    w.put(op.flags);
+    w.procs(op.leaders);
+    w.procs(op.add_members);
+    w.procs(op.order);
+    w.bytes(op.info.data(), op.info.size());
+    return std::move(w.b);
+}
+
+void ProcessGroups::contribute(PgOp& op) {
+    op.tracker = tracker_for(op);
+    if (op.tracker == UINT32_MAX) {
+        finish(op, op.kind == PgOp::Kind::construct ? WEFT_ERR_CONSTRUCT_ABORT : WEFT_ERR_PEER_FAILED);
+        WEFT_LOG(debug, "group %s: every possible tracker is gone", op.name.c_str());
+        return;
+    }
+    if (is_self(op.tracker)) {
+        Contribution c;
+        c.peer = op.tracker;
+        c.nonce = op.nonce;
+        c.leader = op.leader;
+        c.leaders = op.leaders;
+        c.add_members = op.add_members;
+        c.order = op.order;
+        c.flags = op.flags;
+        c.info = op.info;
+        take(track(op.kind, op.name), self(), std::move(c));
+    } else {
+        send(op.tracker, encode_contrib(op));
+    }
+    if (op.kind == PgOp::Kind::construct)
+        WEFT_FAULT_POINT("group.construct.contributed");
+    else
+        WEFT_FAULT_POINT("group.destruct.contributed");
+    if (op.withdraw != WEFT_OK && !op.done) send_withdraw(op);
+}
+
+void ProcessGroups::send_withdraw(PgOp& op) {
+    if (op.tracker == UINT32_MAX) return;
+    if (is_self(op.tracker)) {
+        Track& t = track(op.kind, op.name);
+        withdrawn_by(t, self(), op.nonce, op.withdraw);
+        return;
+    }
+    Writer w = message(uint8_t(Type::withdraw), uint8_t(op.kind), op.name, op.nonce);
+    w.put(int32_t(op.withdraw));
+    send(op.tracker, w.b);
+}
+
+void ProcessGroups::withdraw(PgOp& op, Status why) {
+    // Take in the contributions that already arrived: the outcome reaches
+    // every participant that called before it.
+    if (is_self(op.tracker)) rt_.progress();
+    if (op.done) return;
+    op.withdraw = why;
+    op.grace = Deadline::after_ns(withdraw_grace_ns);
+    if (op.tracker == UINT32_MAX) {
+        // Nobody to tell: an added member no leader reached.
+        finish(op, why);
+        return;
+    }
+    send_withdraw(op);
+}
+
+void ProcessGroups::advance(PgOp& op) {
+    if (op.done) return;
+    if (op.tracker != UINT32_MAX) {
+        const uint32_t want = tracker_for(op);
+        if (want != op.tracker) {
+            WEFT_LOG(debug, "group %s: tracker peer %u gone, contributing to peer %u", op.name.c_str(), op.tracker,
+                     want);
+            contribute(op);
+            if (op.done) return;
+        }
+    }
+    if (op.withdraw == WEFT_OK) {
+        if (op.deadline.passed()) {
+            WEFT_LOG(debug, "group %s: deadline passed, withdrawing", op.name.c_str());
+            withdraw(op, WEFT_ERR_TIMEOUT);
+        }
+    } else if (op.grace.passed()) {
+        WEFT_LOG(debug, "group %s: no outcome from the tracker within the grace", op.name.c_str());
+        finish(op, op.withdraw);
+    }
+}
+
+void ProcessGroups::finish(PgOp& op, Status st) {
+    if (op.done) return;
+    op.done = true;
+    op.status = st;
+    if (st != WEFT_OK && st != WEFT_ERR_CANCELED)
+        WEFT_LOG(debug, "group %s: %s ended: %s", op.name.c_str(),
+                 op.kind == PgOp::Kind::construct ? "construct" : "destruct", weft_strerror(st));
+}
+
+void ProcessGroups::apply(PgOp& op, const Outcome& o) {
+    if (op.done) return;
+    if (op.kind == PgOp::Kind::construct) {
+        if (o.status == WEFT_OK) {
+            PGroup g;
+            g.name = op.name;
+            g.members = o.members;
+            g.infos = o.infos;
+            g.context_id = o.context_id;
+            g.flags = o.flags;
+            for (const Proc& p : o.failed) {
+                g.reported_failed.insert(p);
+                raise(WEFT_GROUP_EVENT_MEMBER_FAILED, op.name, p);
+            }
+            for (const Proc& p : o.departed) raise(WEFT_GROUP_EVENT_LEFT, op.name, p);
+            // A member may have died before the group existed here.
+            if (g.flags & WEFT_GROUP_NOTIFY_TERMINATION) deaths_ = true;
+            groups_[op.name] = std::move(g);
+        }
+    } else {
+        auto it = groups_.find(op.name);
+        if (it != groups_.end()) {
+            for (const Proc& p : o.failed)
+                if (!it->second.reported_failed.count(p)) raise(WEFT_GROUP_EVENT_MEMBER_FAILED, op.name, p);
+            if (o.status == WEFT_OK || o.status == WEFT_ERR_PEER_FAILED) groups_.erase(it);
+        }
+        if (destructed_.size() >= keep_destructed) destructed_.erase(destructed_.begin());
+        destructed_.emplace_back(op.name, o.status);
+    }
+    finish(op, o.status);
+}
+
+// --------------------------------------------------------- tracker side
+ProcessGroups::Track& ProcessGroups::track(PgOp::Kind kind, const std::string& name) {
+    Track& t = tracks_[{uint8_t(kind), name}];
+    if (t.name.empty()) {
+        t.kind = kind;
+        t.name = name;
+        t.expires = Deadline::after_ns(keep_track_ns);
+    }
+    return t;
+}
+
+bool ProcessGroups::am_tracker(const Track& t) const {
+    const Proc me = self();
+    if (t.kind == PgOp::Kind::destruct) {
+        const PGroup* g = find(t.name);
+        if (!g) return false;
+        for (const Proc& p : sorted_unique(g->members))
+            if (p == me || !gone(p)) return p == me;
+        return false;
+    }
+    const std::vector<Proc>* leaders = nullptr;
+    for (const auto& [p, c] : t.contribs)
+        if (c.leader) {
+            leaders = &c.leaders;
+            if (p == me) break;  // our own view first
+        }
+    if (!leaders) return false;
+    for (const Proc& p : *leaders)
+        if (p == me || !gone(p)) return p == me;
+    return false;
+}
+
+void ProcessGroups::take(Track& t, Proc from, Contribution c) {
+    if (t.decided) {
+        auto it = t.contribs.find(from);
+        const bool same_call = it != t.contribs.end() && it->second.nonce == c.nonce;
+        auto w = t.withdrawn.find(from);
+        if (same_call || (w != t.withdrawn.end() && w->second.first == c.nonce)) {
+            send_result(t, from, c.nonce, c.peer);
+            return;
+        }
+        // A new call of that name: a new incarnation of the operation.
+        const auto kind = t.kind;
+        const std::string name = t.name;
+        tracks_.erase({uint8_t(kind), name});
+        take(track(kind, name), from, std::move(c));
+        return;
+    }
+    t.withdrawn.erase(from);
+    t.departed.erase(from);
+    t.contribs[from] = std::move(c);
+    step(t);
+}
+
+void ProcessGroups::withdrawn_by(Track& t, Proc from, uint64_t nonce, Status why) {
+    WEFT_LOG(debug, "group %s: job %u rank %u withdrew (%s)%s", t.name.c_str(), from.job, from.rank,
+             why == WEFT_ERR_NOT_FOUND ? "left" : weft_strerror(why), t.decided ? ", after the outcome" : "");
+    if (t.decided) {
+        auto it = t.contribs.find(from);
+        if (it == t.contribs.end() || it->second.nonce != nonce) return;
+        if (why == WEFT_ERR_NOT_FOUND && t.kind == PgOp::Kind::construct && t.decided->status == WEFT_OK) {
+            // It left after the group formed with it: a leave of the group,
+            // which we announce for it (it does not know the members).
+            auto g = groups_.find(t.name);
+            if (g != groups_.end()) {
+                tell_left(g->second, from);
+                drop_leaver(t.name, from);
+            }
+            return;
+        }
+        send_result(t, from, nonce, it->second.peer);
+        return;
+    }
+    auto it = t.contribs.find(from);
+    const bool current = it != t.contribs.end() && it->second.nonce == nonce;
+    if (why == WEFT_ERR_NOT_FOUND) {  // left
+        if (it != t.contribs.end() && !current) return;
+        t.contribs.erase(from);
+        t.departed.insert(from);
+    } else if (!current) {
+        return;  // the withdrawal of an earlier call of that name
+    } else if (why == WEFT_ERR_TIMEOUT && from != self()) {
+        // That participant's own deadline: it alone stops waiting (told so,
+        // unless we had decided); the others wait on, each to its own
+        // deadline, for it is now missing. Deciding TIMEOUT for all here
+        // could not reach participants still to call, whose calls would
+        // then look like a new construct.
+        const uint32_t peer = it->second.peer;
+        t.contribs.erase(it);
+        Outcome o;
+        o.status = WEFT_ERR_TIMEOUT;
+        send(peer, encode_result(t.kind, t.name, nonce, o));
+        return;
+    } else {
+        // A cancel, or the tracker's own deadline: decides for everyone.
+        t.withdrawn[from] = {nonce, why};
+    }
+    step(t);
+}
+
+void ProcessGroups::step(Track& t) {
+    if (t.decided || !am_tracker(t)) return;
+    const Proc me = self();
+    Outcome o;
+    // A cancel, or the tracker's own deadline, decides for everyone.
+    for (const auto& [p, w] : t.withdrawn) {
+        o.status = w.second;
+        decide(t, std::move(o));
+        return;
+    }
+    if (t.kind == PgOp::Kind::destruct) {
+        const PGroup* g = find(t.name);
+        if (!g) return;
+        std::vector<Proc> failed;
+        for (const Proc& p : g->members) {
+            if (t.contribs.count(p)) continue;
+            if (!gone(p)) return;  // still to call
+            failed.push_back(p);
+        }
+        o.failed = failed;
+        o.status = failed.empty() || (g->flags & WEFT_GROUP_NOTIFY_TERMINATION) ? WEFT_OK : WEFT_ERR_PEER_FAILED;
+        decide(t, std::move(o));
+        return;
+    }
+    // Construct: the leaders, from our own call if we made one.
+    const Contribution* mine = nullptr;
+    auto mi = t.contribs.find(me);
+    if (mi != t.contribs.end() && mi->second.leader) mine = &mi->second;
+    const Contribution* ref = mine;
+    for (const auto& [p, c] : t.contribs)
+        if (!ref && c.leader) ref = &c;
+    if (!ref) return;
+    const std::vector<Proc>& leaders = ref->leaders;
+    std::vector<Proc> expected = leaders;
+    uint32_t flags = 0;
+    const std::vector<Proc>* order = nullptr;
+    // Disagreements are decided like everything else, once every live
+    // participant any leader named has called: a decision before that
+    // could not reach those still to call.
+    const char* bad = nullptr;
+    for (const auto& [p, c] : t.contribs) {
+        if (!c.leader) continue;
+        if (c.leaders != leaders || !contains(leaders, p)) {
+            bad = "leaders name different leaders";
+            expected.insert(expected.end(), c.leaders.begin(), c.leaders.end());
+            expected.push_back(p);
+        }
+        expected.insert(expected.end(), c.add_members.begin(), c.add_members.end());
+        flags |= c.flags;
+        if (!c.order.empty()) {
+            if (order && *order != c.order) bad = "leaders give different final orders";
+            order = &c.order;
+        }
+    }
+    expected = sorted_unique(std::move(expected));
+    // New tracker: ask those we have not heard from (they may have sent to
+    // the one that is gone, or already have its outcome).
+    bool takeover = false;
+    for (const Proc& p : leaders) {
+        if (p == me) break;
+        if (gone(p)) takeover = true;
+    }
+    std::vector<Proc> lost, members;
+    for (const Proc& p : expected) {
+        if (t.departed.count(p)) continue;
+        const bool in = t.contribs.count(p) != 0;
+        if (!in && !gone(p)) {
+            if (takeover && p != me && !t.queried.count(p)) {
+                t.queried.insert(p);
+                Writer w = message(uint8_t(Type::query), uint8_t(t.kind), t.name, uint64_t(0));
+                send(peer_of(p), w.b);
+            }
+            continue;
+        }
+        if (!in || gone(p)) {
+            lost.push_back(p);
+            continue;
+        }
+        members.push_back(p);
+    }
+    // Still waiting for a live participant (or a leader that may name more).
+    for (const Proc& p : expected)
+        if (!t.departed.count(p) && !t.contribs.count(p) && !gone(p)) return;
+    if (bad) {
+        WEFT_LOG(error, "group %s: %s", t.name.c_str(), bad);
+        o.status = WEFT_ERR_BAD_PARAM;
+        decide(t, std::move(o));
+        return;
+    }
+    for (const Proc& p : lost)
+        if (!t.contribs.count(p) && !(flags & WEFT_GROUP_FT_COLLECTIVE)) {
+            WEFT_LOG(debug, "group %s: job %u rank %u lost before contributing: abort", t.name.c_str(), p.job, p.rank);
+            o.status = WEFT_ERR_CONSTRUCT_ABORT;
+            o.failed = lost;
+            decide(t, std::move(o));
+            return;
+        }
+    if (order) {
+        std::vector<Proc> intended;
+        for (const Proc& p : expected)
+            if (!t.departed.count(p)) intended.push_back(p);
+        if (sorted_unique(*order) != intended || order->size() != intended.size()) {
+            WEFT_LOG(error, "group %s: the final order does not list exactly the members", t.name.c_str());
+            o.status = WEFT_ERR_BAD_PARAM;
+            decide(t, std::move(o));
+            return;
+        }
+        std::vector<Proc> ordered;
+        for (const Proc& p : *order)
+            if (contains(members, p)) ordered.push_back(p);
+        members = std::move(ordered);
+    }
+    o.members = members;
+    for (const Proc& p : members) o.infos.push_back(t.contribs[p].info);
+    o.failed = lost;
+    o.departed.assign(t.departed.begin(), t.departed.end());
+    o.flags = flags;
+    if (flags & WEFT_GROUP_ASSIGN_CONTEXT_ID) {
+        // Unique in the launch while the group lives, with no allocator: bit
+        // 63 (job communicators never set it), the tracker's universe index
+        // and its own counter.
+        o.context_id = (1ull << 63) | (uint64_t(rt_.self_universe()) << 32) | next_cid_++;
+        if (next_cid_ == 0) next_cid_ = 1;
+    }
+    o.status = WEFT_OK;
+    decide(t, std::move(o));
+}
+
+void ProcessGroups::decide(Track& t, Outcome o) {
+    WEFT_LOG(debug, "group %s: %s decided: %s, %zu members", t.name.c_str(),
+             t.kind == PgOp::Kind::construct ? "construct" : "destruct", weft_strerror(o.status), o.members.size());
+    t.decided = std::move(o);
+    t.expires = Deadline::after_ns(keep_track_ns);
+    WEFT_FAULT_POINT("group.tracker.decided");
+    for (const auto& [p, c] : t.contribs) send_result(t, p, c.nonce, c.peer);
+    for (const auto& [p, w] : t.withdrawn)
+        if (!t.contribs.count(p)) send_result(t, p, w.first, peer_of(p));
+}
+
+std::vector<uint8_t> ProcessGroups::encode_result(PgOp::Kind kind, const std::string& name, uint64_t nonce,
+                                                  const Outcome& o, Type type) const {
+    Writer w = message(uint8_t(type), uint8_t(kind), name, nonce);
+    w.put(int32_t(o.status));
+    w.put(o.context_id);
+    w.put(o.flags);
+    w.procs(o.members);
+    for (const auto& info : o.infos) w.bytes(info.data(), info.size());
+    w.procs(o.failed);
+    w.procs(o.departed);
+    return std::move(w.b);
+}
+
+void ProcessGroups::send_result(const Track& t, Proc to, uint64_t nonce, uint32_t peer) {
+    if (to == self()) {
+        PgOp* op = op_for(t.kind, t.name);
+        if (op && op->nonce == nonce) apply(*op, *t.decided);
+        return;
+    }
+    send(peer, encode_result(t.kind, t.name, nonce, *t.decided));
+}
+
+// ------------------------------------------------------------ messages
+void ProcessGroups::send(uint32_t peer, const std::vector<uint8_t>& bytes) {
+    if (gone(peer)) return;
+    Status st = rt_.backend().am_send(peer, am_pgroup, bytes.data(), bytes.size());
+    // A failed send means the peer is failing: its death is handled there.
+    if (st != WEFT_OK) WEFT_LOG(debug, "group message to peer %u not sent: %s", peer, weft_strerror(st));
+}
+
+void ProcessGroups::on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len) {
+    // Handlers only queue (one can run inside a send); pump() acts.
+    auto* self = static_cast<ProcessGroups*>(arg);
+    const auto* p = static_cast<const uint8_t*>(payload);
+    self->inbox_.push_back(Msg{source_peer, std::vector<uint8_t>(p, p + len)});
+}
+
+void ProcessGroups::on_peer_gone(void* arg, uint32_t peer, bool) {
+    auto* self = static_cast<ProcessGroups*>(arg);
+    if (peer < self->gone_.size()) self->gone_[peer] = 1;
+    self->deaths_ = true;
+}
+
+uint32_t ProcessGroups::on_progress(void* arg) {
+    auto* self = static_cast<ProcessGroups*>(arg);
+    // Most polls have nothing to do here: one inline check.
+    if (self->inbox_.empty() && self->ops_.empty() && !self->open_tracks_ && !self->deaths_) return 0;
+    return self->pump();
+}
+
+uint32_t ProcessGroups::pump() {
+    uint32_t n = 0;
+    if (!inbox_.empty()) {
+        std::vector<Msg> msgs;
+        msgs.swap(inbox_);
+        for (const Msg& m : msgs) handle(m);
+        n += static_cast<uint32_t>(msgs.size());
+    }
+    if (deaths_) {
+        deaths_ = false;
+        notice_deaths();
+    }
+    for (size_t i = 0; i < ops_.size(); ++i) advance(*ops_[i]);
+    open_tracks_ = 0;
+    for (auto it = tracks_.begin(); it != tracks_.end();) {
+        Track& t = it->second;
+        if (!t.decided) step(t);
+        if (!t.decided) ++open_tracks_;
+        // Gone once its outcome is old, or nobody here ever called for it.
+        const bool ours = op_for(t.kind, t.name) != nullptr;
+        if (!ours && t.expires.passed())
+            it = tracks_.erase(it);
+        else
+            ++it;
+    }
+    for (auto it = added_.begin(); it != added_.end();)
+        it = it->second.second.passed() ? added_.erase(it) : std::next(it);
+    deliver_events();
+    return n;
+}
+
+void ProcessGroups::notice_deaths() {
+    // A live group built with NOTIFY_TERMINATION reports a member's death
+    // when it is known, once.
+    for (auto& [name, g] : groups_) {
+        if (!(g.flags & WEFT_GROUP_NOTIFY_TERMINATION)) continue;
+        for (const Proc& p : g.members)
+            if (p != self() && gone(p) && g.reported_failed.insert(p).second)
+                raise(WEFT_GROUP_EVENT_MEMBER_FAILED, name, p);
+    }
+}
+
+void ProcessGroups::tell_left(const PGroup& g, Proc leaver) {
+    Writer w = message(uint8_t(Type::left), uint8_t(PgOp::Kind::construct), g.name, uint64_t(0));
+    w.procs({leaver});
+    for (const Proc& p : g.members)
+        if (p != self() && p != leaver && !gone(p)) send(peer_of(p), w.b);
+}
+
+void ProcessGroups::drop_leaver(const std::string& name, Proc leaver) {
+    auto g = groups_.find(name);
+    if (g != groups_.end()) {
+        auto& mem = g->second.members;
+        auto it = std::find(mem.begin(), mem.end(), leaver);
+        if (it != mem.end()) {
+            g->second.infos.erase(g->second.infos.begin() + (it - mem.begin()));
+            mem.erase(it);
+            raise(WEFT_GROUP_EVENT_LEFT, name, leaver);
+        }
+    }
+    auto t = tracks_.find({uint8_t(PgOp::Kind::destruct), name});
+    if (t != tracks_.end() && !t->second.decided) {
+        t->second.contribs.erase(leaver);
+        step(t->second);
+    }
+}
+
+void ProcessGroups::handle(const Msg& m) {
+    Reader r{m.bytes.data(), m.bytes.size()};
+    const auto type = static_cast<Type>(r.get<uint8_t>());
+    const auto kind = static_cast<PgOp::Kind>(r.get<uint8_t>());
+    const std::vector<uint8_t> nb = r.bytes();
+    const uint64_t nonce = r.get<uint64_t>();
+    const std::string name(nb.begin(), nb.end());
+    const Proc from{rt_.peer(m.peer).job, rt_.peer(m.peer).rank};
+    auto bad = [&] {
+        WEFT_LOG(error, "group message (type %u) from peer %u is corrupted or truncated (%zu bytes): dropped",
+                 unsigned(type), m.peer, m.bytes.size());
+    };
+    if (!r.ok || name.empty() || name.size() >= WEFT_GROUP_NAME_MAX ||
+        (kind != PgOp::Kind::construct && kind != PgOp::Kind::destruct))
+        return bad();
+    switch (type) {
+        case Type::contrib: {
+            Contribution c;
+            c.peer = m.peer;
+            c.nonce = nonce;
+            c.leader = r.get<uint8_t>() != 0;
+            c.flags = r.get<uint32_t>();
+            c.leaders = r.procs();
+            c.add_members = r.procs();
+            c.order = r.procs();
+            c.info = r.bytes();
+            if (!r.ok) return bad();
+            take(track(kind, name), from, std::move(c));
+            return;
+        }
+        case Type::added: {
+            std::vector<Proc> leaders = r.procs();
+            if (!r.ok) return bad();
+            PgOp* op = op_for(PgOp::Kind::construct, name);
+            if (op && !op->leader) {
+                if (op->tracker == UINT32_MAX) {
+                    op->leaders = std::move(leaders);
+                    contribute(*op);
+                }
+            } else if (!op) {
+                // Not called yet: kept until we call (or for a while).
+                added_[name] = {std::move(leaders), Deadline::after_ns(keep_track_ns)};
+            }
+            return;
+        }
+        case Type::result: {
+            Outcome o;
+            o.status = static_cast<Status>(r.get<int32_t>());
+            o.context_id = r.get<uint64_t>();
+            o.flags = r.get<uint32_t>();
+            o.members = r.procs();
+            for (size_t i = 0; i < o.members.size() && r.ok; ++i) o.infos.push_back(r.bytes());
+            o.failed = r.procs();
+            o.departed = r.procs();
+            if (!r.ok || o.status < WEFT_OK || o.status > WEFT_ERR_LAST_) return bad();
+            if (nonce == 0) {
+                // A participant's answer to our QUERY: the old tracker's
+                // outcome, which we adopt and pass on.
+                auto it = tracks_.find({uint8_t(kind), name});
+                if (it != tracks_.end() && !it->second.decided) decide(it->second, std::move(o));
+                return;
+            }
+            PgOp* op = op_for(kind, name);
+            if (op && op->nonce == nonce) apply(*op, o);
+            return;
+        }
+        case Type::withdraw: {
+            const int32_t why = r.get<int32_t>();
+            if (!r.ok) return bad();
+            if (why <= WEFT_OK || why > WEFT_ERR_LAST_) return bad();
+            withdrawn_by(track(kind, name), from, nonce, static_cast<Status>(why));
+            return;
+        }
+        case Type::query: {
+            if (PgOp* op = op_for(kind, name)) {
+                if (op->tracker != UINT32_MAX) contribute(*op);
+                return;
+            }
+            Outcome o;
+            if (kind == PgOp::Kind::construct) {
+                const PGroup* g = find(name);
+                if (!g) return;  // not called yet: we contribute when we do
+                o.members = g->members;
+                o.infos = g->infos;
+                o.context_id = g->context_id;
+                o.flags = g->flags;
+            } else {
+                auto it = std::find_if(destructed_.rbegin(), destructed_.rend(),
+                                       [&](const auto& d) { return d.first == name; });
+                if (it == destructed_.rend()) return;
+                o.status = it->second;
+            }
+            send(m.peer, encode_result(kind, name, 0, o));
+            return;
+        }
+        case Type::left: {
+            const std::vector<Proc> who = r.procs();
+            if (!r.ok || who.size() != 1) return bad();
+            drop_leaver(name, who[0]);
+            return;
+        }
+    }
+    bad();
+}
+
+}  // namespace weft::group

@@ -1,0 +1,247 @@
+// pgroup.hpp — PMIx-style process groups (include/weft/group.h,
+// docs/groups.md): construction by the collective method with added
+// members, destruct, leave, and the seed's fault-tolerance rules, run by
+// the participants among themselves over active messages.
+//
+// Protocol (one operation = a construct or a destruct of one name):
+//   - the *tracker* is the lowest (job, rank) participant this process does
+//     not know to be gone: for a construct the lowest leader (every leader
+//     knows them all; an added member learns them from the leader that
+//     named it: ADDED), for a destruct the lowest current member;
+//   - each participant sends CONTRIB {nonce, role, leaders, its added
+//     members, flags, order, info} to the tracker (the tracker's own goes
+//     straight in), and again to a new tracker when the old one is gone;
+//   - the tracker decides once every expected participant contributed or
+//     is gone (dead, departed, left): abort / success / bad parameters /
+//     timeout / cancel, and sends RESULT {status, context ID, members with
+//     their info, the failed and the departed} to every contributor;
+//   - a participant whose deadline passes, or that cancels or leaves, sends
+//     WITHDRAW to the tracker, which decides for everyone if it has not
+//     yet (the first come wins, so all see the same outcome); after a
+//     withdraw a participant waits a short grace for that outcome;
+//   - a new tracker QUERYs the participants it has not heard from: one
+//     still waiting contributes again, one that already has the outcome
+//     sends it back (RESULT), and the new tracker hands that same outcome
+//     to the rest. A decided outcome is never replaced, so the survivors of
+//     a tracker that died mid-broadcast all get what some already got.
+// Two message latencies when nothing fails; the tracker sends N - 1
+// results (docs/groups.md has the counts).
+//
+// Thread affinity: everything runs under the context's API lock; handlers
+// only queue, the progress hook acts (as group/ft.hpp).
+#pragma once
+
+#include "group/engine.hpp"
+
+#include <weft/group.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace weft::group {
+
+struct Proc {
+    uint32_t job = 0, rank = 0;
+    auto operator<=>(const Proc&) const = default;
+};
+
+// A constructed group as this process sees it.
+struct PGroup {
+    std::string name;
+    std::vector<Proc> members;  // in the group's order
+    std::vector<std::vector<uint8_t>> infos;
+    uint64_t context_id = 0;  // 0: none assigned
+    uint32_t flags = 0;
+    std::set<Proc> reported_failed;  // MEMBER_FAILED already raised for them
+};
+
+// One construct or destruct this process called.
+struct PgOp {
+    enum class Kind : uint8_t { construct = 1, destruct = 2 };
+    Kind kind = Kind::construct;
+    std::string name;
+    uint64_t nonce = 0;
+    bool leader = false;
+    std::vector<Proc> leaders;      // sorted; an added member learns them (ADDED)
+    std::vector<Proc> add_members;  // named by this leader
+    std::vector<Proc> order;        // FINAL_ORDER, as given
+    uint32_t flags = 0;
+    std::vector<uint8_t> info;
+    Deadline deadline{0};
+    Deadline grace{0};              // after a withdraw: how long to wait for the tracker's outcome
+    uint32_t tracker = UINT32_MAX;  // the peer we contributed to
+    Status withdraw = WEFT_OK;      // TIMEOUT / CANCELED / NOT_FOUND (left) once withdrawn
+    bool done = false;
+    Status status = WEFT_OK;
+    bool handle_live = true;  // the C handle still refers to it (non-blocking)
+};
+
+class ProcessGroups {
+public:
+    explicit ProcessGroups(Engine& e);
+    ~ProcessGroups();
+    ProcessGroups(const ProcessGroups&) = delete;
+    ProcessGroups& operator=(const ProcessGroups&) = delete;
+    Status init();
+    static ProcessGroups* of(Runtime& rt);
+
+    struct ConstructArgs {
+        std::string name;
+        std::vector<Proc> procs;  // leaders (empty: an added member)
+        std::vector<Proc> add_members;
+        std::vector<Proc> order;
+        std::vector<std::string> expand;
+        uint32_t flags = 0;
+        uint32_t timeout_ms = 0;
+        std::vector<uint8_t> info;
+    };
+    // Starts a construct; op is kept here until reap().
+    Status start_construct(ConstructArgs a, PgOp*& op);
+    Status start_destruct(const std::string& name, uint32_t timeout_ms, PgOp*& op);
+    Status leave(const std::string& name);
+    Status cancel(PgOp& op);
+    // Waits for op (blocking calls), then reaps it.
+    Status wait(PgOp& op);
+    // The op's status once done; frees it.
+    Status reap(PgOp& op);
+    bool in_handler() const { return in_handler_ > 0; }
+
+    const PGroup* find(const std::string& name) const;
+    PgOp* op_by_nonce(uint64_t nonce);  // a started op not reaped yet (C handles name ops by nonce)
+
+    uint64_t add_handler(weft_group_event_fn fn, void* arg);
+    bool remove_handler(uint64_t id);
+
+    // Tests and weft-info: live state, to show nothing grows.
+    size_t tracked() const { return tracks_.size(); }
+    size_t ops() const { return ops_.size(); }
+    // Contributions this process holds as the tracker of a construct.
+    size_t contributions(const std::string& name) const {
+        auto it = tracks_.find({uint8_t(PgOp::Kind::construct), name});
+        return it == tracks_.end() ? 0 : it->second.contribs.size();
+    }
+
+private:
+    enum class Type : uint8_t { contrib = 1, added, result, withdraw, query, left };
+
+    struct Contribution {
+        uint32_t peer = 0;
+        uint64_t nonce = 0;
+        bool leader = false;
+        std::vector<Proc> leaders, add_members, order;
+        uint32_t flags = 0;
+        std::vector<uint8_t> info;
+    };
+    struct Outcome {
+        Status status = WEFT_OK;
+        uint64_t context_id = 0;
+        uint32_t flags = 0;
+        std::vector<Proc> members;
+        std::vector<std::vector<uint8_t>> infos;
+        std::vector<Proc> failed, departed;
+    };
+    // The tracker's view of one operation.
+    struct Track {
+        PgOp::Kind kind = PgOp::Kind::construct;
+        std::string name;
+        std::map<Proc, Contribution> contribs;
+        std::map<Proc, std::pair<uint64_t, Status>> withdrawn;  // nonce, why
+        std::set<Proc> departed;                                // left
+        std::set<Proc> queried;
+        std::optional<Outcome> decided;
+        Deadline expires{0};  // a track nobody here called for is dropped then
+    };
+    using TrackKey = std::pair<uint8_t, std::string>;
+
+    struct Msg {
+        uint32_t peer;
+        std::vector<uint8_t> bytes;
+    };
+
+    static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
+    static uint32_t on_progress(void* arg);
+    static void on_peer_gone(void* arg, uint32_t peer, bool departed);
+
+    uint32_t pump();
+    void handle(const Msg& m);
+    bool gone(uint32_t peer) const;
+    bool gone(Proc p) const { return gone(peer_of(p)); }
+    uint32_t peer_of(Proc p) const;
+    Proc self() const;
+    Status check_procs(const std::vector<Proc>& v, const char* what, const char* fn) const;
+
+    // Participant side.
+    std::vector<Proc> participants_known(const PgOp& op) const;
+    uint32_t tracker_for(const PgOp& op) const;
+    void contribute(PgOp& op);
+    void withdraw(PgOp& op, Status why);
+    void send_withdraw(PgOp& op);
+    void advance(PgOp& op);
+    void apply(PgOp& op, const Outcome& o);
+    void finish(PgOp& op, Status st);
+    PgOp* op_for(PgOp::Kind kind, const std::string& name);
+
+    // Tracker side.
+    Track& track(PgOp::Kind kind, const std::string& name);
+    void take(Track& t, Proc from, Contribution c);
+    void withdrawn_by(Track& t, Proc from, uint64_t nonce, Status why);
+    void step(Track& t);
+    void decide(Track& t, Outcome o);
+    void send_result(const Track& t, Proc to, uint64_t nonce, uint32_t peer);
+    bool am_tracker(const Track& t) const;
+
+    // Wire.
+    void send(uint32_t peer, const std::vector<uint8_t>& bytes);
+    std::vector<uint8_t> encode_contrib(const PgOp& op) const;
+    std::vector<uint8_t> encode_result(PgOp::Kind kind, const std::string& name, uint64_t nonce, const Outcome& o,
+                                       Type type = Type::result) const;
+    bool is_self(uint32_t peer) const { return peer == rt_.rank(); }  // this job's ranks are peers 0..size-1
+    // Events are queued, then delivered once no map of ours is being walked
+    // (a handler may call back into weft).
+    void raise(weft_group_event_t ev, const std::string& name, Proc p);
+    void deliver_events();
+    void notice_deaths();
+    // LEFT naming leaver to g's other members; the same applied here.
+    void tell_left(const PGroup& g, Proc leaver);
+    void drop_leaver(const std::string& name, Proc leaver);
+
+    Engine& eng_;
+    Runtime& rt_;
+    std::vector<Msg> inbox_;
+    std::vector<std::unique_ptr<PgOp>> ops_;
+    std::map<TrackKey, Track> tracks_;
+    std::map<std::string, PGroup> groups_;
+    // ADDED notices for names this process has not called construct for
+    // yet (an added member that arrives late): name -> leaders.
+    std::map<std::string, std::pair<std::vector<Proc>, Deadline>> added_;
+    // Destructs this process completed, for a new tracker's QUERY: name ->
+    // status (bounded: the oldest go first).
+    std::vector<std::pair<std::string, Status>> destructed_;
+    std::vector<uint8_t> gone_;  // by peer: departed or failed (on_peer_gone)
+    struct Handler {
+        uint64_t id;
+        weft_group_event_fn fn;
+        void* arg;
+    };
+    std::vector<Handler> handlers_;
+    struct Event {
+        weft_group_event_t ev;
+        std::string name;
+        Proc proc;
+    };
+    std::vector<Event> events_;
+    uint64_t next_handler_ = 1;
+    uint32_t in_handler_ = 0;
+    uint64_t next_nonce_;
+    uint32_t next_cid_ = 1;
+    uint32_t open_tracks_ = 0;  // undecided tracks at the last pump
+    bool deaths_ = false;       // a peer went since the last pump
+};
+
+inline constexpr Runtime::LayerKey<ProcessGroups> pgroup_layer{"group.pgroup"};
+
+}  // namespace weft::group

@@ -1,0 +1,150 @@
+/*
+ * weft/group.h — PMIx-style process groups (docs/groups.md).
+ *
+ * A process group is a named set of processes, possibly from several jobs
+ * of one launch, built by its participants among themselves: there is no
+ * server and no host daemon. Construction (collective method): every
+ * *leader* names every leader (procs, in any order); any leader may name
+ * extra *members* (add_members), who call construct with procs = NULL and
+ * learn the rest from the leaders. The call completes once every leader
+ * and every added member has called, and returns the same membership,
+ * context ID and per-member info everywhere.
+ *
+ * Fault tolerance (WEFT_CAP_GROUP_FT, weft/version.h):
+ *   - a participant that dies before it contributed aborts the construct
+ *     (WEFT_ERR_CONSTRUCT_ABORT on every survivor), unless a leader set
+ *     WEFT_GROUP_FT_COLLECTIVE: then it completes on the survivors, the
+ *     membership excludes the dead, and each survivor's event handler gets
+ *     WEFT_GROUP_EVENT_MEMBER_FAILED naming it;
+ *   - destruct is collective over the current membership; a member that
+ *     dies before calling it fails the destruct (WEFT_ERR_PEER_FAILED)
+ *     unless the group was built with WEFT_GROUP_NOTIFY_TERMINATION: then
+ *     the survivors get MEMBER_FAILED and the destruct succeeds;
+ *   - leave is local: the others get WEFT_GROUP_EVENT_LEFT and drop the
+ *     leaver; an in-flight construct or destruct completes without it;
+ *   - every construction call takes a timeout; a live participant that
+ *     never calls makes every caller return WEFT_ERR_TIMEOUT; an in-flight
+ *     construct can be cancelled (WEFT_ERR_CANCELED everywhere).
+ *
+ * Event handlers run from weft's progress, on the thread that progresses;
+ * a blocking group call made from one returns WEFT_ERR_WOULD_BLOCK.
+ */
+#ifndef WEFT_GROUP_H
+#define WEFT_GROUP_H
+
+#include <weft/weft.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A process of the launch: its job and its rank in that job
+ * (weft_job_id, weft_rank; weft_peer_identity for another job's). */
+typedef struct weft_proc {
+    uint32_t job;
+    uint32_t rank;
+} weft_proc_t;
+
+/* A group's name: 1 to WEFT_GROUP_NAME_MAX - 1 bytes and a NUL. */
+#define WEFT_GROUP_NAME_MAX 64
+/* The largest info blob a participant may contribute. */
+#define WEFT_GROUP_INFO_MAX ((size_t)64 << 10)
+
+typedef enum weft_group_flag {
+    /* Give the group a context ID unique across the launch while it lives. */
+    WEFT_GROUP_ASSIGN_CONTEXT_ID = 1u << 0,
+    /* A participant that dies before contributing is left out instead of
+     * aborting the construct (PMIX_GROUP_FT_COLLECTIVE). */
+    WEFT_GROUP_FT_COLLECTIVE = 1u << 1,
+    /* A member's death is reported (MEMBER_FAILED) instead of failing the
+     * destruct (PMIX_GROUP_NOTIFY_TERMINATION). */
+    WEFT_GROUP_NOTIFY_TERMINATION = 1u << 2
+} weft_group_flag_t;
+
+/* Options of a construct; NULL means all defaults. Zero-initialise it and
+ * set what you need: new fields are added at the end. */
+typedef struct weft_group_options {
+    uint32_t flags;                 /* weft_group_flag_t, ORed */
+    uint32_t timeout_ms;            /* 0: WEFT_TIMEOUT_MS */
+    const weft_proc_t* add_members; /* leaders only: extra members, who call with procs = NULL */
+    size_t n_add_members;
+    /* Leaders only: the membership's order. It must list exactly the final
+     * members (leaders and added members); every leader that gives one must
+     * give the same. Otherwise WEFT_ERR_BAD_PARAM on every participant. */
+    const weft_proc_t* final_order;
+    size_t n_final_order;
+    const void* info; /* this participant's group info (opaque), up to WEFT_GROUP_INFO_MAX */
+    size_t info_len;
+    /* Names of groups this process belongs to whose members are leaders
+     * too: each is expanded to its membership before procs is checked. */
+    const char* const* expand_groups;
+    size_t n_expand_groups;
+} weft_group_options_t;
+
+/* An in-flight non-blocking group operation. */
+typedef struct weft_group_op* weft_group_op_t;
+
+/*
+ * Collective method. procs: every leader (duplicates are an error), this
+ * process among them — else WEFT_ERR_NOT_A_MEMBER at once, with no traffic
+ * (not checked when opts names add_members). An added member passes
+ * procs = NULL, nprocs = 0. WEFT_ERR_BUSY if a group of that name exists
+ * here or a construct of it is in flight.
+ */
+weft_status_t weft_group_construct(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
+                                   const weft_group_options_t* opts);
+weft_status_t weft_group_construct_nb(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
+                                      const weft_group_options_t* opts, weft_group_op_t* op);
+
+/* Collective over the group's current membership; releases its name and
+ * context ID everywhere. timeout_ms 0: WEFT_TIMEOUT_MS. */
+weft_status_t weft_group_destruct(weft_context_t ctx, const char* name, uint32_t timeout_ms);
+weft_status_t weft_group_destruct_nb(weft_context_t ctx, const char* name, uint32_t timeout_ms, weft_group_op_t* op);
+
+/* Not collective: tells the other members and forgets the group here. An
+ * in-flight construct of that name here ends with WEFT_ERR_CANCELED. */
+weft_status_t weft_group_leave(weft_context_t ctx, const char* name);
+
+/* A non-blocking operation: *done = 1 and *op = NULL once it completed
+ * (the return value is then its status); wait blocks until then. */
+weft_status_t weft_group_op_test(weft_group_op_t* op, int* done);
+weft_status_t weft_group_op_wait(weft_group_op_t* op);
+/* Cancels an in-flight construct everywhere (WEFT_ERR_CANCELED on every
+ * participant); no effect once it completed. The op must still be waited. */
+weft_status_t weft_group_op_cancel(weft_group_op_t op);
+
+/* ----------------------------------------------------- a constructed group */
+
+weft_status_t weft_group_size(weft_context_t ctx, const char* name, uint32_t* size);
+/* Up to cap members in the group's order; *n gets the size. */
+weft_status_t weft_group_members(weft_context_t ctx, const char* name, weft_proc_t* members, size_t cap, size_t* n);
+/* WEFT_ERR_NOT_FOUND when the group has no context ID. */
+weft_status_t weft_group_context_id(weft_context_t ctx, const char* name, uint64_t* id);
+/* The info member `index` contributed (NULL, 0 if none). The pointer stays
+ * valid until the group is destructed or left. */
+weft_status_t weft_group_info(weft_context_t ctx, const char* name, uint32_t index, const void** info, size_t* len);
+
+/* ---------------------------------------------------------------- events */
+
+typedef enum weft_group_event {
+    WEFT_GROUP_EVENT_MEMBER_FAILED = 1, /* proc: the member that died */
+    WEFT_GROUP_EVENT_LEFT = 2           /* proc: the member that left */
+} weft_group_event_t;
+
+typedef void (*weft_group_event_fn)(void* arg, weft_group_event_t event, const char* name, weft_proc_t proc);
+/* Handlers run in registration order; *id names the registration. */
+weft_status_t weft_group_event_register(weft_context_t ctx, weft_group_event_fn fn, void* arg, uint64_t* id);
+weft_status_t weft_group_event_deregister(weft_context_t ctx, uint64_t id);
+
+/* Run-time discovery of the group fault-tolerance set (the build-time one
+ * is WEFT_CAP_GROUP_FT in weft/version.h): *present = 1 when available. */
+weft_status_t weft_group_ft_supported(int* present);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_GROUP_H */

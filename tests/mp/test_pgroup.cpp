@@ -1,0 +1,666 @@
+// Process groups (weft/group.h) under weft-run: the collective method with
+// added members, destruct, leave, timeouts, cancel, bad input, and the
+// fault-tolerance rules with real deaths (GroupFault.*, each its own ctest
+// entry with the --fault it needs). docs/groups.md maps each rule of seed
+// 000 to the test here that proves it.
+#include "mp_main.hpp"
+
+#include "group/pgroup.hpp"
+#include "transport/runtime.hpp"
+
+#include <weft/comm.h>
+#include <weft/group.h>
+#include <weft/version.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace mp;
+
+namespace {
+
+uint32_t job() {
+    uint32_t j = 0;
+    EXPECT_EQ(weft_job_id(ctx, &j), WEFT_OK);
+    return j;
+}
+
+weft_proc_t proc(uint32_t r) { return weft_proc_t{job(), r}; }
+
+std::vector<weft_proc_t> all_procs() {
+    std::vector<weft_proc_t> v;
+    for (uint32_t r = 0; r < size; ++r) v.push_back(proc(r));
+    return v;
+}
+
+std::vector<uint8_t> info_of(uint32_t r) {
+    std::vector<uint8_t> b(64);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(r * 31 + i);
+    return b;
+}
+
+std::vector<weft_proc_t> members(const char* name) {
+    size_t n = 0;
+    EXPECT_EQ(weft_group_members(ctx, name, nullptr, 0, &n), WEFT_OK);
+    std::vector<weft_proc_t> v(n);
+    EXPECT_EQ(weft_group_members(ctx, name, v.data(), v.size(), &n), WEFT_OK);
+    return v;
+}
+
+std::vector<uint32_t> ranks_of(const std::vector<weft_proc_t>& v) {
+    std::vector<uint32_t> r;
+    for (const auto& p : v) r.push_back(p.rank);
+    return r;
+}
+
+// The same 64-bit value on every rank of the world?
+bool same_everywhere(uint64_t v) {
+    weft_comm_t w = nullptr;
+    EXPECT_EQ(weft_comm_world(ctx, &w), WEFT_OK);
+    std::vector<uint64_t> all(size);
+    EXPECT_EQ(weft_allgather(w, &v, 1, WEFT_UINT64, all.data()), WEFT_OK);
+    return std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == v; });
+}
+
+struct Events {
+    std::vector<std::pair<weft_group_event_t, weft_proc_t>> seen;
+    std::string name;
+    weft_status_t blocking_from_handler = WEFT_OK;
+    bool try_blocking = false;
+};
+void on_event(void* arg, weft_group_event_t ev, const char* name, weft_proc_t p) {
+    auto* e = static_cast<Events*>(arg);
+    e->seen.push_back({ev, p});
+    e->name = name;
+    if (e->try_blocking) e->blocking_from_handler = weft_group_construct(ctx, "from-handler", nullptr, 0, nullptr);
+}
+
+class Groups : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_EQ(weft_group_event_register(ctx, on_event, &ev_, &handler_), WEFT_OK);
+        barrier();
+    }
+    void TearDown() override { EXPECT_EQ(weft_group_event_deregister(ctx, handler_), WEFT_OK); }
+    Events ev_;
+    uint64_t handler_ = 0;
+};
+
+weft::group::ProcessGroups& pgroups() { return *weft::group::ProcessGroups::of(*weft::runtime_of(ctx)); }
+
+}  // namespace
+
+// Seed 6.5.3.1: every leader names every leader, in its own order; all get
+// the same membership, the same context ID and every member's info.
+TEST_F(Groups, CollectiveInAnyOrderGivesOneMembershipAndContextId) {
+    auto procs = all_procs();
+    std::rotate(procs.begin(), procs.begin() + rank, procs.end());  // a different order on each rank
+    if (rank % 2) std::reverse(procs.begin(), procs.end());
+    const auto info = info_of(rank);
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    o.info = info.data();
+    o.info_len = info.size();
+    ASSERT_EQ(weft_group_construct(ctx, "all", procs.data(), procs.size(), &o), WEFT_OK);
+    uint32_t n = 0;
+    ASSERT_EQ(weft_group_size(ctx, "all", &n), WEFT_OK);
+    EXPECT_EQ(n, size);
+    const auto m = members("all");
+    for (uint32_t r = 0; r < size; ++r) EXPECT_EQ(m[r].rank, r) << "members in (job, rank) order";
+    uint64_t cid = 0;
+    ASSERT_EQ(weft_group_context_id(ctx, "all", &cid), WEFT_OK);
+    EXPECT_NE(cid, 0u);
+    EXPECT_TRUE(same_everywhere(cid)) << "one context ID everywhere";
+    for (uint32_t r = 0; r < size; ++r) {
+        const void* p = nullptr;
+        size_t len = 0;
+        ASSERT_EQ(weft_group_info(ctx, "all", r, &p, &len), WEFT_OK);
+        ASSERT_EQ(len, 64u);
+        EXPECT_EQ(std::memcmp(p, info_of(r).data(), len), 0) << "member " << r << "'s info";
+    }
+    ASSERT_EQ(weft_group_destruct(ctx, "all", 0), WEFT_OK);
+    EXPECT_EQ(weft_group_size(ctx, "all", &n), WEFT_ERR_NOT_FOUND);
+    // A destructed group's name can be constructed again, with a new ID.
+    ASSERT_EQ(weft_group_construct(ctx, "all", procs.data(), procs.size(), &o), WEFT_OK);
+    uint64_t cid2 = 0;
+    ASSERT_EQ(weft_group_context_id(ctx, "all", &cid2), WEFT_OK);
+    EXPECT_NE(cid2, cid);
+    EXPECT_TRUE(same_everywhere(cid2));
+    ASSERT_EQ(weft_group_destruct(ctx, "all", 0), WEFT_OK);
+}
+
+// The seed's caller verification: not a participant -> NOT_A_MEMBER at
+// once; a group without ASSIGN_CONTEXT_ID has none.
+TEST_F(Groups, NonParticipantGetsNotAMemberAtOnce) {
+    const weft_proc_t zero = proc(0);
+    if (rank == 0) {
+        ASSERT_EQ(weft_group_construct(ctx, "solo", &zero, 1, nullptr), WEFT_OK);
+        uint64_t cid = 1;
+        EXPECT_EQ(weft_group_context_id(ctx, "solo", &cid), WEFT_ERR_NOT_FOUND);
+        EXPECT_EQ(members("solo").size(), 1u);
+        EXPECT_EQ(weft_group_destruct(ctx, "solo", 0), WEFT_OK);
+    } else {
+        const uint64_t t0 = now_ns();
+        EXPECT_EQ(weft_group_construct(ctx, "solo", &zero, 1, nullptr), WEFT_ERR_NOT_A_MEMBER);
+        EXPECT_EQ(pgroups().ops(), 0u) << "nothing started";
+        std::fprintf(stderr, "[pgroup] NOT_A_MEMBER after %.1f us\n", double(now_ns() - t0) / 1e3);
+    }
+}
+
+// Seed: added members call with procs = NULL, may call before any leader
+// ("follower first"), and the construct completes only once they all did,
+// with their info in the result.
+TEST_F(Groups, AddedMembersCallFirstAndAreIncluded) {
+    if (size < 4) GTEST_SKIP() << "needs 2 leaders and 2 added members (runs at 4 and 8 ranks)";
+    const std::vector<weft_proc_t> leaders{proc(1), proc(0)};
+    const auto info = info_of(rank);
+    weft_group_options_t o{};
+    o.info = info.data();
+    o.info_len = info.size();
+    weft_proc_t added = proc(rank == 0 ? 2 : 3);
+    if (rank == 0 || rank == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the members are first
+        o.add_members = &added;
+        o.n_add_members = 1;
+        o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+        ASSERT_EQ(weft_group_construct(ctx, "added", leaders.data(), leaders.size(), &o), WEFT_OK);
+    } else if (rank == 2 || rank == 3) {
+        ASSERT_EQ(weft_group_construct(ctx, "added", nullptr, 0, &o), WEFT_OK);
+    }
+    uint64_t cid = 0;
+    if (rank < 4) {
+        EXPECT_EQ(ranks_of(members("added")), (std::vector<uint32_t>{0, 1, 2, 3}));
+        const void* p = nullptr;
+        size_t len = 0;
+        ASSERT_EQ(weft_group_info(ctx, "added", 3, &p, &len), WEFT_OK);
+        ASSERT_EQ(len, 64u);
+        EXPECT_EQ(std::memcmp(p, info_of(3).data(), len), 0) << "an added member's info";
+        ASSERT_EQ(weft_group_context_id(ctx, "added", &cid), WEFT_OK);
+    }
+    const uint64_t mine = rank < 4 ? cid : 0;
+    weft_comm_t w = nullptr;
+    ASSERT_EQ(weft_comm_world(ctx, &w), WEFT_OK);
+    std::vector<uint64_t> all(size);
+    ASSERT_EQ(weft_allgather(w, &mine, 1, WEFT_UINT64, all.data()), WEFT_OK);
+    for (uint32_t r = 0; r < 4; ++r) EXPECT_EQ(all[r], all[0]);
+    if (rank < 4) {
+        ASSERT_EQ(weft_group_destruct(ctx, "added", 0), WEFT_OK);
+    }
+}
+
+// FINAL_ORDER gives the membership's order; one that omits a member is
+// BAD_PARAM on every participant, as is a leader naming other leaders.
+TEST_F(Groups, FinalOrderAndDisagreementsAreBadParam) {
+    auto procs = all_procs();
+    std::vector<weft_proc_t> order(procs.rbegin(), procs.rend());
+    weft_group_options_t o{};
+    o.final_order = order.data();
+    o.n_final_order = order.size();
+    ASSERT_EQ(weft_group_construct(ctx, "ordered", procs.data(), procs.size(), &o), WEFT_OK);
+    const auto m = ranks_of(members("ordered"));
+    for (uint32_t i = 0; i < size; ++i) EXPECT_EQ(m[i], size - 1 - i);
+    ASSERT_EQ(weft_group_destruct(ctx, "ordered", 0), WEFT_OK);
+
+    o.n_final_order = order.size() - 1;  // omits rank 0
+    EXPECT_EQ(weft_group_construct(ctx, "omits", procs.data(), procs.size(), &o), WEFT_ERR_BAD_PARAM);
+
+    // The last rank names only itself and rank 0; the others name everyone.
+    std::vector<weft_proc_t> mine = procs;
+    if (rank == size - 1) mine = {proc(0), proc(rank)};
+    const weft_status_t st = weft_group_construct(ctx, "disagree", mine.data(), mine.size(), nullptr);
+    EXPECT_EQ(st, size > 2 ? WEFT_ERR_BAD_PARAM : WEFT_OK) << "at 2 ranks the last rank names everyone too";
+    if (st == WEFT_OK) {
+        EXPECT_EQ(weft_group_destruct(ctx, "disagree", 0), WEFT_OK);
+    }
+}
+
+// Seed 6.5.3.6.4: a live participant that never calls -> TIMEOUT on every
+// caller, bounded by the caller's timeout.
+TEST_F(Groups, ParticipantThatNeverCallsTimesEveryCallerOut) {
+    auto procs = all_procs();
+    weft_group_options_t o{};
+    o.timeout_ms = 300;
+    const uint32_t late = size - 1;
+    if (rank != late) {
+        const uint64_t t0 = now_ns();
+        EXPECT_EQ(weft_group_construct(ctx, "late", procs.data(), procs.size(), &o), WEFT_ERR_TIMEOUT);
+        const double ms = double(now_ns() - t0) / 1e6;
+        EXPECT_GE(ms, 250.0) << "not before the timeout";
+        std::fprintf(stderr, "[pgroup] rank %u: TIMEOUT after %.0f ms (timeout 300 ms)\n", rank, ms);
+    }
+    barrier();
+    // Everyone calls now: the timed-out attempt leaves nothing behind.
+    o.timeout_ms = 0;
+    ASSERT_EQ(weft_group_construct(ctx, "late", procs.data(), procs.size(), &o), WEFT_OK);
+    ASSERT_EQ(weft_group_destruct(ctx, "late", 0), WEFT_OK);
+}
+
+// Cancel of an in-flight construct: CANCELED on every participant; after
+// completion it changes nothing.
+TEST_F(Groups, CancelEndsTheConstructEverywhere) {
+    auto procs = all_procs();
+    const uint32_t absent = size - 1;  // keeps it in flight
+    weft_group_op_t op = nullptr;
+    if (rank != absent) {
+        ASSERT_EQ(weft_group_construct_nb(ctx, "cancelled", procs.data(), procs.size(), nullptr, &op), WEFT_OK);
+        int done = 0;
+        EXPECT_EQ(weft_group_op_test(&op, &done), WEFT_OK);
+        EXPECT_EQ(done, 0);
+    }
+    if (rank == 0) {
+        // A cancel ends the construct for every participant whose call
+        // reached the tracker (rank 0) first; wait until all have.
+        ASSERT_TRUE(progress_until([&] { return pgroups().contributions("cancelled") == size - 1; }))
+            << "the tracker holds " << pgroups().contributions("cancelled") << " contributions";
+        ASSERT_EQ(weft_group_op_cancel(op), WEFT_OK);
+    }
+    if (rank != absent) {
+        EXPECT_EQ(weft_group_op_wait(&op), WEFT_ERR_CANCELED);
+        EXPECT_EQ(op, nullptr);
+    }
+    barrier();
+    ASSERT_EQ(weft_group_construct_nb(ctx, "cancelled", procs.data(), procs.size(), nullptr, &op), WEFT_OK);
+    int done = 0;
+    weft_status_t st = WEFT_OK;
+    ASSERT_TRUE(progress_until([&] {
+        st = weft_group_op_test(&op, &done);
+        return done != 0;
+    }));
+    EXPECT_EQ(st, WEFT_OK);
+    ASSERT_EQ(weft_group_destruct(ctx, "cancelled", 0), WEFT_OK);
+}
+
+// Seed 6.5.3.5: leave is local; the others get LEFT and drop the leaver;
+// the leaver's later destruct or leave is NOT_FOUND; a blocking group call
+// from the event handler is WOULD_BLOCK.
+TEST_F(Groups, LeaveIsLocalAndTheOthersDropTheLeaver) {
+    auto procs = all_procs();
+    ev_.try_blocking = true;  // the LEFT may come while our construct still runs
+    ASSERT_EQ(weft_group_construct(ctx, "leave", procs.data(), procs.size(), nullptr), WEFT_OK);
+    const uint32_t leaver = size - 1;
+    if (rank == leaver) {
+        ASSERT_EQ(weft_group_leave(ctx, "leave"), WEFT_OK);
+        EXPECT_EQ(weft_group_destruct(ctx, "leave", 0), WEFT_ERR_NOT_FOUND);
+        EXPECT_EQ(weft_group_leave(ctx, "leave"), WEFT_ERR_NOT_FOUND);
+    } else {
+        ASSERT_TRUE(progress_until([&] { return !ev_.seen.empty(); }, 10.0)) << "no LEFT event";
+        EXPECT_EQ(ev_.seen[0].first, WEFT_GROUP_EVENT_LEFT);
+        EXPECT_EQ(ev_.seen[0].second.rank, leaver);
+        EXPECT_EQ(ev_.name, "leave");
+        EXPECT_EQ(ev_.blocking_from_handler, WEFT_ERR_WOULD_BLOCK);
+        uint32_t n = 0;
+        ASSERT_EQ(weft_group_size(ctx, "leave", &n), WEFT_OK);
+        EXPECT_EQ(n, size - 1);
+        EXPECT_EQ(weft_group_destruct(ctx, "leave", 0), WEFT_OK);
+    }
+}
+
+// A leave during an in-flight construct: the construct completes on the
+// others without the leaver, whose own construct ends CANCELED.
+TEST_F(Groups, LeaveDuringConstructCompletesOnTheOthers) {
+    auto procs = all_procs();
+    const uint32_t leaver = size - 1;
+    if (rank == leaver) {
+        weft_group_op_t op = nullptr;
+        ASSERT_EQ(weft_group_construct_nb(ctx, "leaving", procs.data(), procs.size(), nullptr, &op), WEFT_OK);
+        ASSERT_EQ(weft_group_leave(ctx, "leaving"), WEFT_OK);
+        EXPECT_EQ(weft_group_op_wait(&op), WEFT_ERR_CANCELED);
+        uint32_t n = 0;
+        EXPECT_EQ(weft_group_size(ctx, "leaving", &n), WEFT_ERR_NOT_FOUND);
+    } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        ASSERT_EQ(weft_group_construct(ctx, "leaving", procs.data(), procs.size(), nullptr), WEFT_OK);
+        // Whether the tracker heard of the leave before or after the group
+        // formed, the others get LEFT and lose the leaver.
+        ASSERT_TRUE(progress_until([&] { return !ev_.seen.empty(); }, 10.0)) << "no LEFT event";
+        EXPECT_EQ(ev_.seen[0].first, WEFT_GROUP_EVENT_LEFT);
+        EXPECT_EQ(ev_.seen[0].second.rank, leaver);
+        auto m = ranks_of(members("leaving"));
+        EXPECT_EQ(m.size(), size - 1u);
+        EXPECT_EQ(std::count(m.begin(), m.end(), leaver), 0);
+        EXPECT_EQ(weft_group_destruct(ctx, "leaving", 0), WEFT_OK);
+    }
+}
+
+// Two groups with overlapping members built at once, started in opposite
+// orders on alternate ranks.
+TEST_F(Groups, TwoOverlappingConstructsAtOnce) {
+    auto procs = all_procs();
+    std::vector<weft_proc_t> low(procs.begin(), procs.begin() + (size + 1) / 2 + (size > 2 ? 1 : 0));
+    const bool in_low = rank < low.size();
+    weft_group_op_t a = nullptr, b = nullptr;
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    if (rank % 2) {
+        if (in_low) {
+            ASSERT_EQ(weft_group_construct_nb(ctx, "low", low.data(), low.size(), &o, &b), WEFT_OK);
+        }
+        ASSERT_EQ(weft_group_construct_nb(ctx, "every", procs.data(), procs.size(), &o, &a), WEFT_OK);
+    } else {
+        ASSERT_EQ(weft_group_construct_nb(ctx, "every", procs.data(), procs.size(), &o, &a), WEFT_OK);
+        if (in_low) {
+            ASSERT_EQ(weft_group_construct_nb(ctx, "low", low.data(), low.size(), &o, &b), WEFT_OK);
+        }
+    }
+    EXPECT_EQ(weft_group_op_wait(&a), WEFT_OK);
+    if (in_low) {
+        EXPECT_EQ(weft_group_op_wait(&b), WEFT_OK);
+    }
+    uint64_t ca = 0, cb = 0;
+    ASSERT_EQ(weft_group_context_id(ctx, "every", &ca), WEFT_OK);
+    if (in_low) {
+        ASSERT_EQ(weft_group_context_id(ctx, "low", &cb), WEFT_OK);
+        EXPECT_NE(ca, cb);
+        EXPECT_EQ(members("low").size(), low.size());
+    }
+    EXPECT_TRUE(same_everywhere(ca));
+    EXPECT_EQ(weft_group_destruct(ctx, "every", 0), WEFT_OK);
+    if (in_low) {
+        EXPECT_EQ(weft_group_destruct(ctx, "low", 0), WEFT_OK);
+    }
+}
+
+// A group's members can expand a group ID in procs (the seed's expansion).
+TEST_F(Groups, GroupNamesInProcsAreExpanded) {
+    auto procs = all_procs();
+    ASSERT_EQ(weft_group_construct(ctx, "base", procs.data(), procs.size(), nullptr), WEFT_OK);
+    const char* base = "base";
+    weft_group_options_t o{};
+    o.expand_groups = &base;
+    o.n_expand_groups = 1;
+    ASSERT_EQ(weft_group_construct(ctx, "expanded", nullptr, 0, &o), WEFT_ERR_INVALID_ARG)
+        << "an added member cannot expand";
+    const weft_proc_t me = proc(rank);
+    ASSERT_EQ(weft_group_construct(ctx, "expanded", &me, 1, &o), WEFT_OK);
+    EXPECT_EQ(members("expanded").size(), size);
+    EXPECT_EQ(weft_group_destruct(ctx, "expanded", 0), WEFT_OK);
+    EXPECT_EQ(weft_group_destruct(ctx, "base", 0), WEFT_OK);
+}
+
+// 100 construct/destruct cycles leave no operation behind and at most the
+// last construct and destruct outcome of the name (kept a few seconds for
+// late resends and a new tracker's queries).
+TEST_F(Groups, HundredCyclesLeaveNothingBehind) {
+    auto procs = all_procs();
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    const auto info = info_of(rank);
+    o.info = info.data();
+    o.info_len = info.size();
+    const size_t tracked_before = pgroups().tracked();
+    const uint64_t t0 = now_ns();
+    for (int i = 0; i < 100; ++i) {
+        ASSERT_EQ(weft_group_construct(ctx, "cycle", procs.data(), procs.size(), &o), WEFT_OK) << "cycle " << i;
+        ASSERT_EQ(weft_group_destruct(ctx, "cycle", 0), WEFT_OK) << "cycle " << i;
+    }
+    std::fprintf(stderr, "[pgroup] rank %u: construct+destruct %.1f us per cycle at %u ranks\n", rank,
+                 double(now_ns() - t0) / 1e3 / 100, size);
+    EXPECT_EQ(pgroups().ops(), 0u);
+    EXPECT_LE(pgroups().tracked(), tracked_before + 2) << "one construct and one destruct outcome kept for the name";
+}
+
+TEST_F(Groups, BadInputIsRefusedClearly) {
+    const weft_proc_t me = proc(rank);
+    EXPECT_EQ(weft_group_construct(nullptr, "x", &me, 1, nullptr), WEFT_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(weft_group_construct(ctx, nullptr, &me, 1, nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_group_construct(ctx, "", &me, 1, nullptr), WEFT_ERR_INVALID_ARG);
+    const std::string long_name(WEFT_GROUP_NAME_MAX, 'n');
+    EXPECT_EQ(weft_group_construct(ctx, long_name.c_str(), &me, 1, nullptr), WEFT_ERR_INVALID_ARG);
+    const weft_proc_t dup[2] = {me, me};
+    EXPECT_EQ(weft_group_construct(ctx, "x", dup, 2, nullptr), WEFT_ERR_INVALID_ARG);
+    const weft_proc_t unknown_rank = proc(size);
+    EXPECT_EQ(weft_group_construct(ctx, "x", &unknown_rank, 1, nullptr), WEFT_ERR_INVALID_RANK);
+    const weft_proc_t unknown_job{1000, 0};
+    EXPECT_EQ(weft_group_construct(ctx, "x", &unknown_job, 1, nullptr), WEFT_ERR_INVALID_RANK);
+    EXPECT_EQ(weft_group_construct(ctx, "x", nullptr, 3, nullptr), WEFT_ERR_INVALID_ARG);
+    weft_group_options_t o{};
+    o.info_len = 8;
+    EXPECT_EQ(weft_group_construct(ctx, "x", &me, 1, &o), WEFT_ERR_INVALID_ARG);
+    o = {};
+    o.flags = 1u << 20;
+    EXPECT_EQ(weft_group_construct(ctx, "x", &me, 1, &o), WEFT_ERR_INVALID_ARG);
+    o = {};
+    o.info_len = WEFT_GROUP_INFO_MAX + 1;
+    o.info = &o;
+    EXPECT_EQ(weft_group_construct(ctx, "x", &me, 1, &o), WEFT_ERR_INVALID_ARG);
+    o = {};
+    o.add_members = &me;
+    o.n_add_members = 1;
+    EXPECT_EQ(weft_group_construct(ctx, "x", &me, 1, &o), WEFT_ERR_INVALID_ARG) << "leader and added member";
+    const char* nope = "no-such-group";
+    o = {};
+    o.expand_groups = &nope;
+    o.n_expand_groups = 1;
+    EXPECT_EQ(weft_group_construct(ctx, "x", &me, 1, &o), WEFT_ERR_NOT_FOUND);
+    EXPECT_EQ(weft_group_destruct(ctx, "never-built", 0), WEFT_ERR_NOT_FOUND);
+    EXPECT_EQ(weft_group_leave(ctx, "never-built"), WEFT_ERR_NOT_FOUND);
+    uint32_t n = 0;
+    EXPECT_EQ(weft_group_size(ctx, "never-built", &n), WEFT_ERR_NOT_FOUND);
+    EXPECT_EQ(weft_group_size(ctx, "never-built", nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_group_op_wait(nullptr), WEFT_ERR_INVALID_ARG);
+    weft_group_op_t none = nullptr;
+    EXPECT_EQ(weft_group_op_wait(&none), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_group_op_cancel(nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_group_event_deregister(ctx, 987654), WEFT_ERR_NOT_FOUND);
+    // A group of one: BUSY while it exists, an index past its size refused.
+    ASSERT_EQ(weft_group_construct(ctx, "mine", &me, 1, nullptr), WEFT_OK);
+    EXPECT_EQ(weft_group_construct(ctx, "mine", &me, 1, nullptr), WEFT_ERR_BUSY);
+    const void* p = nullptr;
+    size_t len = 0;
+    EXPECT_EQ(weft_group_info(ctx, "mine", 1, &p, &len), WEFT_ERR_INVALID_RANK);
+    EXPECT_EQ(weft_group_info(ctx, "mine", 0, &p, &len), WEFT_OK);
+    EXPECT_EQ(len, 0u);
+    EXPECT_EQ(weft_group_destruct(ctx, "mine", 0), WEFT_OK);
+    int present = 0;
+    EXPECT_EQ(weft_group_ft_supported(&present), WEFT_OK);
+    EXPECT_EQ(present, 1);
+    EXPECT_EQ(WEFT_CAP_GROUP_FT, 1);
+}
+
+// Two jobs of one launch (weft-run -n 2 mp_pgroup : -n 3 mp_pgroup): one
+// group over every process of both, with a context ID; each member sees
+// the other job's members and their info. Then the root of each job leads
+// and adds the rest of its own job (roots that know only each other).
+TEST(CrossJob, OneGroupOverTwoJobs) {
+    uint32_t universe = 0;
+    ASSERT_EQ(weft_universe_size(ctx, &universe), WEFT_OK);
+    ASSERT_GT(universe, size) << "run with two jobs: weft-run -n A mp_pgroup : -n B mp_pgroup";
+    std::vector<weft_proc_t> everyone;
+    for (uint32_t p = 0; p < universe; ++p) {
+        weft_proc_t q{};
+        ASSERT_EQ(weft_peer_identity(ctx, p, &q.job, &q.rank), WEFT_OK);
+        everyone.push_back(q);
+    }
+    const weft_proc_t me{job(), rank};
+    std::vector<uint8_t> info(16, uint8_t(me.job * 16 + me.rank));
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    o.info = info.data();
+    o.info_len = info.size();
+    ASSERT_EQ(weft_group_construct(ctx, "jobs", everyone.data(), everyone.size(), &o), WEFT_OK);
+    const auto m = members("jobs");
+    ASSERT_EQ(m.size(), universe);
+    for (uint32_t i = 0; i < m.size(); ++i) {
+        const void* p = nullptr;
+        size_t len = 0;
+        ASSERT_EQ(weft_group_info(ctx, "jobs", i, &p, &len), WEFT_OK);
+        ASSERT_EQ(len, 16u);
+        EXPECT_EQ(*static_cast<const uint8_t*>(p), uint8_t(m[i].job * 16 + m[i].rank));
+    }
+    uint64_t cid = 0;
+    EXPECT_EQ(weft_group_context_id(ctx, "jobs", &cid), WEFT_OK);
+    EXPECT_EQ(weft_group_destruct(ctx, "jobs", 0), WEFT_OK);
+
+    // Each job's root leads; the roots name each other and add their own job.
+    std::vector<weft_proc_t> roots, mine;
+    for (const auto& q : everyone) {
+        if (q.rank == 0) roots.push_back(q);
+        if (q.job == me.job && q.rank != 0) mine.push_back(q);
+    }
+    weft_group_options_t a{};
+    if (rank == 0) {
+        a.add_members = mine.data();
+        a.n_add_members = mine.size();
+        ASSERT_EQ(weft_group_construct(ctx, "roots", roots.data(), roots.size(), &a), WEFT_OK);
+    } else {
+        ASSERT_EQ(weft_group_construct(ctx, "roots", nullptr, 0, nullptr), WEFT_OK);
+    }
+    EXPECT_EQ(members("roots").size(), universe);
+    EXPECT_EQ(weft_group_destruct(ctx, "roots", 0), WEFT_OK);
+}
+
+// ---------------------------------------------------------------- faults
+// Each runs in its own ctest entry with the fault it needs
+// (tests/mp/CMakeLists.txt); the victim is the last rank unless the test
+// says otherwise. Survivors check on their own: they cannot line up with a
+// dead rank's bootstrap barrier.
+namespace {
+
+[[noreturn]] void die_at(const char* point) {
+    weft_fault_point(point);
+    std::fprintf(stderr, "[rank %u] survived fault point %s: run under weft-run --fault kill:...:at=%s\n", rank, point,
+                 point);
+    std::_Exit(3);
+}
+
+struct FaultRun {
+    Events ev;
+    uint64_t id = 0;
+    FaultRun() { EXPECT_EQ(weft_group_event_register(ctx, on_event, &ev, &id), WEFT_OK); }
+    ~FaultRun() { weft_group_event_deregister(ctx, id); }
+    bool failed_named(uint32_t r) {
+        return progress_until(
+            [&] {
+                for (auto& [e, p] : ev.seen)
+                    if (e == WEFT_GROUP_EVENT_MEMBER_FAILED && p.rank == r) return true;
+                return false;
+            },
+            20.0);
+    }
+};
+
+}  // namespace
+
+// Seed 6.5.3.6.1 default: a participant lost before contributing aborts the
+// construct on every survivor.
+TEST(GroupFault, DeathBeforeContributingAborts) {
+    FaultRun f;
+    barrier();
+    const uint32_t victim = size - 1;
+    if (rank == victim) die_at("mp.pgroup.victim");
+    auto procs = all_procs();
+    const uint64_t t0 = now_ns();
+    EXPECT_EQ(weft_group_construct(ctx, "doomed", procs.data(), procs.size(), nullptr), WEFT_ERR_CONSTRUCT_ABORT);
+    std::fprintf(stderr, "[pgroup] rank %u: CONSTRUCT_ABORT after %.1f ms\n", rank, double(now_ns() - t0) / 1e6);
+    uint32_t n = 0;
+    EXPECT_EQ(weft_group_size(ctx, "doomed", &n), WEFT_ERR_NOT_FOUND);
+}
+
+// With FT_COLLECTIVE: completes on the survivors, the membership excludes
+// the dead, and each survivor gets MEMBER_FAILED naming it. The victim is
+// dead before the others call (the "already dead" case) or dies as they
+// do, per the fault's timing.
+TEST(GroupFault, FtCollectiveCompletesOnSurvivors) {
+    FaultRun f;
+    barrier();
+    const uint32_t victim = size - 1;
+    if (rank == victim) die_at("mp.pgroup.victim");
+    auto procs = all_procs();
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_FT_COLLECTIVE | WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    const uint64_t t0 = now_ns();
+    ASSERT_EQ(weft_group_construct(ctx, "ft", procs.data(), procs.size(), &o), WEFT_OK);
+    std::fprintf(stderr, "[pgroup] rank %u: FT construct on survivors after %.1f ms\n", rank,
+                 double(now_ns() - t0) / 1e6);
+    auto m = ranks_of(members("ft"));
+    EXPECT_EQ(m.size(), size - 1u);
+    EXPECT_EQ(std::count(m.begin(), m.end(), victim), 0) << "the dead are not members";
+    EXPECT_TRUE(f.failed_named(victim)) << "no MEMBER_FAILED naming rank " << victim;
+    EXPECT_EQ(weft_group_destruct(ctx, "ft", 0), WEFT_OK);
+}
+
+// The tracker (rank 0, the lowest leader) dies at group.construct.contributed,
+// right after its own contribution went in: with FT_COLLECTIVE the next
+// leader takes over (it QUERYs the others) and the survivors complete
+// without it; its contribution died with it.
+TEST(GroupFault, TrackerDiesAfterContributing) {
+    FaultRun f;
+    barrier();
+    auto procs = all_procs();
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_FT_COLLECTIVE;
+    // The tracker's own contribution must not complete the construct.
+    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const weft_status_t st = weft_group_construct(ctx, "after", procs.data(), procs.size(), &o);
+    ASSERT_NE(rank, 0u) << "the victim survived its fault point";
+    ASSERT_EQ(st, WEFT_OK);
+    auto m = ranks_of(members("after"));
+    EXPECT_EQ(std::count(m.begin(), m.end(), 0u), 0) << "the dead are not members";
+    EXPECT_EQ(m.size(), size - 1u);
+    EXPECT_TRUE(f.failed_named(0)) << "no MEMBER_FAILED naming rank 0";
+    EXPECT_EQ(weft_group_destruct(ctx, "after", 0), WEFT_OK);
+}
+
+// A member whose contribution the tracker holds dies before the construct
+// completes: no abort, even without FT_COLLECTIVE. Rank 2 calls last, so
+// the tracker (rank 0) holds the victim's contribution before it dies.
+// Whether the victim is still listed depends on whether its death was
+// known when the last contribution came; NOTIFY_TERMINATION reports it
+// either way.
+TEST(GroupFault, MemberDiesAfterContributing) {
+    ASSERT_GE(size, 4u);
+    FaultRun f;
+    barrier();
+    auto procs = all_procs();
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_NOTIFY_TERMINATION;
+    const uint32_t victim = size - 1, last = 2;
+    weft_group_op_t op = nullptr;
+    if (rank != last) {
+        ASSERT_EQ(weft_group_construct_nb(ctx, "after", procs.data(), procs.size(), &o, &op), WEFT_OK);
+    }
+    if (rank == 0) {
+        ASSERT_TRUE(progress_until([&] { return pgroups().contributions("after") == size - 1; }))
+            << "the tracker holds " << pgroups().contributions("after") << " contributions";
+    }
+    barrier();
+    if (rank == victim) die_at("mp.pgroup.victim");
+    const weft_status_t st =
+        rank == last ? weft_group_construct(ctx, "after", procs.data(), procs.size(), &o) : weft_group_op_wait(&op);
+    ASSERT_EQ(st, WEFT_OK) << "a member that contributed does not abort the construct";
+    auto m = ranks_of(members("after"));
+    const auto listed = std::count(m.begin(), m.end(), victim);
+    EXPECT_EQ(m.size(), size - 1u + uint32_t(listed));
+    EXPECT_TRUE(f.failed_named(victim)) << "no MEMBER_FAILED naming rank " << victim;
+    EXPECT_EQ(weft_group_destruct(ctx, "after", 0), WEFT_OK);
+}
+
+// Seed 6.5.3.4: a member dead before destruct fails it by default; with
+// NOTIFY_TERMINATION the survivors get MEMBER_FAILED and SUCCESS.
+TEST(GroupFault, DeathBeforeDestruct) {
+    FaultRun f;
+    auto procs = all_procs();
+    const bool notify = std::getenv("MP_PGROUP_NOTIFY") != nullptr;
+    weft_group_options_t o{};
+    if (notify) o.flags = WEFT_GROUP_NOTIFY_TERMINATION;
+    ASSERT_EQ(weft_group_construct(ctx, "dying", procs.data(), procs.size(), &o), WEFT_OK);
+    barrier();
+    const uint32_t victim = size - 1;
+    if (rank == victim) die_at("mp.pgroup.victim");
+    const weft_status_t st = weft_group_destruct(ctx, "dying", 0);
+    if (notify) {
+        EXPECT_EQ(st, WEFT_OK);
+        EXPECT_TRUE(f.failed_named(victim));
+    } else {
+        EXPECT_EQ(st, WEFT_ERR_PEER_FAILED);
+    }
+    uint32_t n = 0;
+    EXPECT_EQ(weft_group_size(ctx, "dying", &n), WEFT_ERR_NOT_FOUND) << "the group is gone either way";
+}
+
+int main(int argc, char** argv) { return mp::run_all(argc, argv); }
