@@ -4,8 +4,10 @@
  * group with a context ID (rank 0 also gives the final order 2, 0, 3),
  * each contributes a little info, every member prints the membership and
  * the context ID, and they destruct it. Then ranks 1..3 are added members
- * of a group that rank 0 leads alone (the add-members form). Run with at
- * least 4 ranks:
+ * of a group that rank 0 leads alone (the add-members form), and last, as
+ * OpenPMIx's examples/group_bootstrap.c, rank 0 and the last rank each know
+ * only that there are two leaders and add half of the others. Run with at
+ * least 4 ranks (up to 64):
  *
  *     weft-run -n 4 ./weft_group_c
  *
@@ -115,6 +117,34 @@ int main(void) {
             if (gsize != nadd + 1) failed = 1;
             CHECK(weft_group_destruct(ctx, "everyone", 0));
         }
+    }
+
+    /* 3. Bootstrap (OpenPMIx's group_bootstrap.c): rank 0 and the last rank
+     * know only that there are two leaders; each adds half of the rest. */
+    {
+        weft_proc_t me = {job, rank};
+        weft_proc_t added[64];
+        weft_group_options_t opts;
+        uint32_t gsize = 0, r, nadd = 0, last = size - 1;
+        memset(&opts, 0, sizeof opts);
+        for (r = 1; r < last && nadd < 64; ++r)
+            if ((r % 2 == 1) == (rank == 0)) {
+                added[nadd].job = job;
+                added[nadd].rank = r;
+                ++nadd;
+            }
+        if (rank == 0 || rank == last) {
+            opts.bootstrap_leaders = 2;
+            opts.add_members = added;
+            opts.n_add_members = nadd;
+            CHECK(weft_group_construct(ctx, "bootstrapped", &me, 1, &opts));
+        } else {
+            CHECK(weft_group_construct(ctx, "bootstrapped", NULL, 0, NULL));
+        }
+        CHECK(weft_group_size(ctx, "bootstrapped", &gsize));
+        if (gsize != size) failed = 1;
+        if (rank == 0) printf("bootstrapped: %u members\n", gsize);
+        CHECK(weft_group_destruct(ctx, "bootstrapped", 0));
     }
 
 done:

@@ -212,6 +212,9 @@ Status ProcessGroups::start_construct(ConstructArgs a, PgOp*& out) {
         if (contains(a.procs, p))
             return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: job %u rank %u is both a leader and an added member", fn, p.job,
                              p.rank);
+    if (a.bootstrap && (a.procs.size() != 1 || a.procs[0] != self() || !a.expand.empty()))
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: a bootstrap leader passes only itself in procs (%zu given)", fn,
+                         a.procs.size());
     std::vector<Proc> leaders = a.procs;
     for (const std::string& g : a.expand) {
         const PGroup* pg = find(g);
@@ -236,19 +239,23 @@ Status ProcessGroups::start_construct(ConstructArgs a, PgOp*& out) {
     op->order = std::move(a.order);
     op->flags = a.flags;
     op->info = std::move(a.info);
+    op->bootstrap = a.bootstrap;
     op->deadline = a.timeout_ms ? Deadline::after_ns(uint64_t(a.timeout_ms) * 1000000ull) : rt_.op_deadline();
     PgOp& o = *op;
     ops_.push_back(std::move(op));
     out = &o;
     WEFT_LOG(debug, "group %s: construct as %s (%zu leaders, %zu added)", o.name.c_str(),
-             o.leader ? "leader" : "added member", o.leaders.size(), o.add_members.size());
-    if (o.leader) {
-        // Added members learn the leaders (so their tracker) from us.
-        Writer w = message(uint8_t(Type::added), uint8_t(PgOp::Kind::construct), o.name, uint64_t(0));
-        w.procs(o.leaders);
-        for (const Proc& p : o.add_members)
-            if (p != self()) send(peer_of(p), w.b);
-        contribute(o);
+             o.bootstrap ? "bootstrap leader"
+             : o.leader  ? "leader"
+                         : "added member",
+             o.bootstrap ? size_t(o.bootstrap) : o.leaders.size(), o.add_members.size());
+    if (o.bootstrap) {
+        o.discovering = true;
+        for (uint32_t p = 0; p < rt_.universe_size(); ++p)
+            if (!is_self(p)) send_hello(o, p, false);
+        discover(o);
+    } else if (o.leader) {
+        proceed_as_leader(o);
     } else {
         auto it = added_.find(o.name);
         if (it != added_.end()) {
@@ -259,6 +266,73 @@ Status ProcessGroups::start_construct(ConstructArgs a, PgOp*& out) {
     }
     deliver_events();
     return WEFT_OK;
+}
+
+void ProcessGroups::proceed_as_leader(PgOp& op) {
+    // Added members learn the leaders (so their tracker) from us.
+    Writer w = message(uint8_t(Type::added), uint8_t(PgOp::Kind::construct), op.name, uint64_t(0));
+    w.procs(op.leaders);
+    for (const Proc& p : op.add_members)
+        if (p != self()) send(peer_of(p), w.b);
+    contribute(op);
+}
+
+void ProcessGroups::send_hello(const PgOp& op, uint32_t to, bool reply) {
+    Writer w = message(uint8_t(Type::hello), uint8_t(PgOp::Kind::construct), op.name, op.nonce);
+    w.put(op.bootstrap);
+    w.put(uint8_t(reply));
+    send(to, w.b);
+}
+
+void ProcessGroups::discover(PgOp& op) {
+    auto it = hellos_.find(op.name);
+    if (it != hellos_.end())
+        for (const Hello& h : it->second) {
+            if (h.expires.passed() || contains(op.leaders, h.proc)) continue;
+            if (h.count != op.bootstrap) {
+                WEFT_LOG(error, "group %s: bootstrap leader job %u rank %u counts %u leaders, this one %u",
+                         op.name.c_str(), h.proc.job, h.proc.rank, h.count, op.bootstrap);
+                finish(op, WEFT_ERR_BAD_PARAM);
+                return;
+            }
+            op.leaders.push_back(h.proc);
+        }
+    op.leaders = sorted_unique(std::move(op.leaders));
+    if (op.leaders.size() > op.bootstrap) {
+        WEFT_LOG(error, "group %s: %zu bootstrap leaders called, the count is %u", op.name.c_str(), op.leaders.size(),
+                 op.bootstrap);
+        finish(op, WEFT_ERR_BAD_PARAM);
+        return;
+    }
+    if (op.leaders.size() < op.bootstrap) return;
+    op.discovering = false;
+    WEFT_LOG(debug, "group %s: all %u bootstrap leaders found", op.name.c_str(), op.bootstrap);
+    proceed_as_leader(op);
+}
+
+void ProcessGroups::on_hello(const std::string& name, Proc from, uint32_t peer, uint64_t nonce, uint32_t count,
+                             bool reply) {
+    auto& hs = hellos_[name];
+    auto h = std::find_if(hs.begin(), hs.end(), [&](const Hello& x) { return x.proc == from; });
+    const Hello fresh{from, nonce, count, Deadline::after_ns(keep_track_ns)};
+    if (h == hs.end())
+        hs.push_back(fresh);
+    else
+        *h = fresh;
+    PgOp* op = op_for(PgOp::Kind::construct, name);
+    if (!op || !op->bootstrap) return;
+    const bool known = contains(op->leaders, from);
+    // A leader that called after our broadcast may have missed it.
+    if (!reply && !known) send_hello(*op, peer, true);
+    if (op->discovering) {
+        discover(*op);
+    } else if (!known || count != op->bootstrap) {
+        // One leader too many, or a count that differs, after we went on:
+        // the construct cannot be what every leader asked for.
+        WEFT_LOG(error, "group %s: bootstrap leader job %u rank %u (count %u) after %u leaders were found",
+                 name.c_str(), from.job, from.rank, count, op->bootstrap);
+        withdraw(*op, WEFT_ERR_BAD_PARAM);
+    }
 }
 
 Status ProcessGroups::start_destruct(const std::string& name, uint32_t timeout_ms, PgOp*& out) {
@@ -441,6 +515,14 @@ void ProcessGroups::finish(PgOp& op, Status st) {
     if (op.done) return;
     op.done = true;
     op.status = st;
+    // Its leaders' HELLOs are spent: a later construct of the name finds
+    // its leaders afresh. Every process kept ours: BYE takes it back.
+    if (op.bootstrap) {
+        hellos_.erase(op.name);
+        Writer w = message(uint8_t(Type::bye), uint8_t(PgOp::Kind::construct), op.name, op.nonce);
+        for (uint32_t p = 0; p < rt_.universe_size(); ++p)
+            if (!is_self(p)) send(p, w.b);
+    }
     if (st != WEFT_OK && st != WEFT_ERR_CANCELED)
         WEFT_LOG(debug, "group %s: %s ended: %s", op.name.c_str(),
                  op.kind == PgOp::Kind::construct ? "construct" : "destruct", weft_strerror(st));
@@ -794,6 +876,11 @@ uint32_t ProcessGroups::pump() {
     }
     for (auto it = added_.begin(); it != added_.end();)
         it = it->second.second.passed() ? added_.erase(it) : std::next(it);
+    for (auto it = hellos_.begin(); it != hellos_.end();) {
+        auto& hs = it->second;
+        hs.erase(std::remove_if(hs.begin(), hs.end(), [](const Hello& h) { return h.expires.passed(); }), hs.end());
+        it = hs.empty() ? hellos_.erase(it) : std::next(it);
+    }
     deliver_events();
     return n;
 }
@@ -927,6 +1014,25 @@ void ProcessGroups::handle(const Msg& m) {
                 o.status = it->second;
             }
             send(m.peer, encode_result(kind, name, 0, o));
+            return;
+        }
+        case Type::hello: {
+            const uint32_t count = r.get<uint32_t>();
+            const bool reply = r.get<uint8_t>() != 0;
+            if (!r.ok || count == 0 || kind != PgOp::Kind::construct) return bad();
+            on_hello(name, from, m.peer, nonce, count, reply);
+            return;
+        }
+        case Type::bye: {
+            // That leader's bootstrap ended: its HELLO must not count for a
+            // later construct of the name.
+            auto it = hellos_.find(name);
+            if (it == hellos_.end()) return;
+            auto& hs = it->second;
+            hs.erase(std::remove_if(hs.begin(), hs.end(),
+                                    [&](const Hello& h) { return h.proc == from && h.nonce == nonce; }),
+                     hs.end());
+            if (hs.empty()) hellos_.erase(it);
             return;
         }
         case Type::left: {

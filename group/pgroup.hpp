@@ -71,6 +71,8 @@ struct PgOp {
     std::vector<Proc> order;        // FINAL_ORDER, as given
     uint32_t flags = 0;
     std::vector<uint8_t> info;
+    uint32_t bootstrap = 0;    // bootstrap method: the number of leaders (0: collective)
+    bool discovering = false;  // a bootstrap leader still finding the others
     Deadline deadline{0};
     Deadline grace{0};              // after a withdraw: how long to wait for the tracker's outcome
     uint32_t tracker = UINT32_MAX;  // the peer we contributed to
@@ -97,6 +99,7 @@ public:
         std::vector<std::string> expand;
         uint32_t flags = 0;
         uint32_t timeout_ms = 0;
+        uint32_t bootstrap = 0;
         std::vector<uint8_t> info;
     };
     // Starts a construct; op is kept here until reap().
@@ -126,7 +129,7 @@ public:
     }
 
 private:
-    enum class Type : uint8_t { contrib = 1, added, result, withdraw, query, left };
+    enum class Type : uint8_t { contrib = 1, added, result, withdraw, query, left, hello, bye };
 
     struct Contribution {
         uint32_t peer = 0;
@@ -178,6 +181,13 @@ private:
     std::vector<Proc> participants_known(const PgOp& op) const;
     uint32_t tracker_for(const PgOp& op) const;
     void contribute(PgOp& op);
+    // Bootstrap: HELLO {count} to every process of the launch (or, as a
+    // reply, to one); then the leaders known so far, and on with the
+    // collective method once there are `bootstrap` of them.
+    void send_hello(const PgOp& op, uint32_t to, bool reply);
+    void discover(PgOp& op);
+    void on_hello(const std::string& name, Proc from, uint32_t peer, uint64_t nonce, uint32_t count, bool reply);
+    void proceed_as_leader(PgOp& op);
     void withdraw(PgOp& op, Status why);
     void send_withdraw(PgOp& op);
     void advance(PgOp& op);
@@ -218,6 +228,14 @@ private:
     // ADDED notices for names this process has not called construct for
     // yet (an added member that arrives late): name -> leaders.
     std::map<std::string, std::pair<std::vector<Proc>, Deadline>> added_;
+    // Bootstrap HELLOs by name, kept a while for leaders that call later.
+    struct Hello {
+        Proc proc;
+        uint64_t nonce;
+        uint32_t count;
+        Deadline expires;
+    };
+    std::map<std::string, std::vector<Hello>> hellos_;
     // Destructs this process completed, for a new tracker's QUERY: name ->
     // status (bounded: the oldest go first).
     std::vector<std::pair<std::string, Status>> destructed_;

@@ -85,6 +85,9 @@ Status construct_args(const char* name, const weft_proc_t* procs, size_t nprocs,
     if (opts->flags & ~known) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown flags %#x", fn, opts->flags & ~known);
     a.flags = opts->flags;
     a.timeout_ms = opts->timeout_ms;
+    a.bootstrap = opts->bootstrap_leaders;
+    if (a.bootstrap && !procs)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: a bootstrap leader passes itself in procs (NULL given)", fn);
     if (Status st = procs_of(opts->add_members, opts->n_add_members, "add_members", fn, a.add_members)) return st;
     if (Status st = procs_of(opts->final_order, opts->n_final_order, "final_order", fn, a.order)) return st;
     if (opts->info_len > WEFT_GROUP_INFO_MAX)

@@ -10,6 +10,10 @@
  * and every added member has called, and returns the same membership,
  * context ID and per-member info everywhere.
  *
+ * Bootstrap method: leaders that know only how many leaders there are
+ * (opts->bootstrap_leaders) and pass only themselves find each other by
+ * the group's name, across the jobs of a launch (docs/groups.md).
+ *
  * Fault tolerance (WEFT_CAP_GROUP_FT, weft/version.h):
  *   - a participant that dies before it contributed aborts the construct
  *     (WEFT_ERR_CONSTRUCT_ABORT on every survivor), unless a leader set
@@ -82,6 +86,11 @@ typedef struct weft_group_options {
      * too: each is expanded to its membership before procs is checked. */
     const char* const* expand_groups;
     size_t n_expand_groups;
+    /* Bootstrap method: the number of leaders. Each leader passes only
+     * itself in procs and finds the others by the group's name (it may
+     * still add members). Leaders that give different counts get
+     * WEFT_ERR_BAD_PARAM. 0: the collective method. */
+    uint32_t bootstrap_leaders;
 } weft_group_options_t;
 
 /* An in-flight non-blocking group operation. */

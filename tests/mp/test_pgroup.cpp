@@ -193,6 +193,57 @@ TEST_F(Groups, AddedMembersCallFirstAndAreIncluded) {
     }
 }
 
+// Seed 6.5.3.2, bootstrap: two leaders (rank 0 and the last) pass only
+// themselves and the count, find each other by the name, and each adds
+// members (who call first, with NULL). As OpenPMIx's group_bootstrap.c.
+TEST_F(Groups, BootstrapLeadersFindEachOther) {
+    const uint32_t last = size - 1;
+    weft_group_options_t o{};
+    o.bootstrap_leaders = 2;
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    std::vector<weft_proc_t> added;
+    for (uint32_t r = 1; r < last; ++r)
+        if ((r % 2 == 1) == (rank == 0)) added.push_back(proc(r));
+    if (rank == 0 || rank == last) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the added members are first
+        o.add_members = added.data();
+        o.n_add_members = added.size();
+        const weft_proc_t me = proc(rank);
+        ASSERT_EQ(weft_group_construct(ctx, "boot", &me, 1, &o), WEFT_OK);
+    } else {
+        ASSERT_EQ(weft_group_construct(ctx, "boot", nullptr, 0, nullptr), WEFT_OK);
+    }
+    EXPECT_EQ(members("boot").size(), size);
+    uint64_t cid = 0;
+    ASSERT_EQ(weft_group_context_id(ctx, "boot", &cid), WEFT_OK);
+    EXPECT_TRUE(same_everywhere(cid));
+    ASSERT_EQ(weft_group_destruct(ctx, "boot", 0), WEFT_OK);
+    // Again, the same name and leaders: the first construct's HELLOs are spent.
+    if (rank == 0 || rank == last) {
+        const weft_proc_t me = proc(rank);
+        o = {};
+        o.bootstrap_leaders = 2;
+        ASSERT_EQ(weft_group_construct(ctx, "boot", &me, 1, &o), WEFT_OK);
+        EXPECT_EQ(members("boot").size(), 2u);
+        ASSERT_EQ(weft_group_destruct(ctx, "boot", 0), WEFT_OK);
+    }
+}
+
+// Bootstrap leaders that disagree on the count: BAD_PARAM on each, no hang.
+// A leader passing more than itself is refused at once.
+TEST_F(Groups, BootstrapCountsThatDisagreeAreBadParam) {
+    const weft_proc_t me = proc(rank);
+    weft_group_options_t o{};
+    if (rank < 2) {
+        o.bootstrap_leaders = rank == 0 ? 2 : 3;
+        EXPECT_EQ(weft_group_construct(ctx, "counts", &me, 1, &o), WEFT_ERR_BAD_PARAM);
+    }
+    o.bootstrap_leaders = 2;
+    const weft_proc_t two[2] = {proc(0), proc(size - 1)};
+    EXPECT_EQ(weft_group_construct(ctx, "counts", two, 2, &o), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_group_construct(ctx, "counts", nullptr, 0, &o), WEFT_ERR_INVALID_ARG);
+}
+
 // FINAL_ORDER gives the membership's order; one that omits a member is
 // BAD_PARAM on every participant, as is a leader naming other leaders.
 TEST_F(Groups, FinalOrderAndDisagreementsAreBadParam) {
@@ -495,6 +546,23 @@ TEST(CrossJob, OneGroupOverTwoJobs) {
     uint64_t cid = 0;
     EXPECT_EQ(weft_group_context_id(ctx, "jobs", &cid), WEFT_OK);
     EXPECT_EQ(weft_group_destruct(ctx, "jobs", 0), WEFT_OK);
+
+    // Bootstrap: each job's root knows only that there are two roots, and
+    // adds its own job (weft-run a : b whose roots know only each other).
+    std::vector<weft_proc_t> rest;
+    for (const auto& q : everyone)
+        if (q.job == me.job && q.rank != 0) rest.push_back(q);
+    if (rank == 0) {
+        weft_group_options_t b{};
+        b.bootstrap_leaders = 2;
+        b.add_members = rest.data();
+        b.n_add_members = rest.size();
+        ASSERT_EQ(weft_group_construct(ctx, "bootjobs", &me, 1, &b), WEFT_OK);
+    } else {
+        ASSERT_EQ(weft_group_construct(ctx, "bootjobs", nullptr, 0, nullptr), WEFT_OK);
+    }
+    EXPECT_EQ(members("bootjobs").size(), universe);
+    EXPECT_EQ(weft_group_destruct(ctx, "bootjobs", 0), WEFT_OK);
 
     // Each job's root leads; the roots name each other and add their own job.
     std::vector<weft_proc_t> roots, mine;
