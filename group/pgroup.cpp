@@ -178,6 +178,12 @@ bool ProcessGroups::remove_handler(uint64_t id) {
 
 void ProcessGroups::raise(weft_group_event_t ev, const std::string& name, Proc p) { events_.push_back({ev, name, p}); }
 
+namespace {
+thread_local uint32_t handler_depth = 0;
+}
+
+bool ProcessGroups::on_handler_thread() { return handler_depth > 0; }
+
 void ProcessGroups::deliver_events() {
     // Handlers may call back into weft: none of our maps is being walked.
     while (!events_.empty()) {
@@ -189,7 +195,9 @@ void ProcessGroups::deliver_events() {
             const auto hs = handlers_;  // a handler may deregister
             for (const Handler& h : hs) {
                 ++in_handler_;
+                ++handler_depth;
                 h.fn(h.arg, e.ev, e.name.c_str(), weft_proc_t{e.proc.job, e.proc.rank});
+                --handler_depth;
                 --in_handler_;
             }
         }
@@ -197,6 +205,16 @@ void ProcessGroups::deliver_events() {
 }
 
 // ------------------------------------------------------------ the calls
+PgOp& ProcessGroups::new_op(PgOp::Kind kind, const std::string& name, uint32_t timeout_ms) {
+    auto op = std::make_unique<PgOp>();
+    op->kind = kind;
+    op->name = name;
+    op->nonce = next_nonce_++;
+    op->deadline = timeout_ms ? Deadline::after_ns(uint64_t(timeout_ms) * 1000000ull) : rt_.op_deadline();
+    ops_.push_back(std::move(op));
+    return *ops_.back();
+}
+
 Status ProcessGroups::start_construct(ConstructArgs a, PgOp*& out) {
     const char* fn = "weft_group_construct";
     if (groups_.count(a.name)) return WEFT_FAIL(WEFT_ERR_BUSY, "%s: group %s already exists here", fn, a.name.c_str());
@@ -229,20 +247,14 @@ Status ProcessGroups::start_construct(ConstructArgs a, PgOp*& out) {
     if (leader && a.add_members.empty() && !contains(leaders, self()))
         return WEFT_FAIL(WEFT_ERR_NOT_A_MEMBER, "%s: this process (job %u rank %u) is not among the participants of %s",
                          fn, rt_.job(), rt_.rank(), a.name.c_str());
-    auto op = std::make_unique<PgOp>();
-    op->kind = PgOp::Kind::construct;
-    op->name = std::move(a.name);
-    op->nonce = next_nonce_++;
-    op->leader = leader;
-    op->leaders = std::move(leaders);
-    op->add_members = sorted_unique(std::move(a.add_members));
-    op->order = std::move(a.order);
-    op->flags = a.flags;
-    op->info = std::move(a.info);
-    op->bootstrap = a.bootstrap;
-    op->deadline = a.timeout_ms ? Deadline::after_ns(uint64_t(a.timeout_ms) * 1000000ull) : rt_.op_deadline();
-    PgOp& o = *op;
-    ops_.push_back(std::move(op));
+    PgOp& o = new_op(PgOp::Kind::construct, a.name, a.timeout_ms);
+    o.leader = leader;
+    o.leaders = std::move(leaders);
+    o.add_members = sorted_unique(std::move(a.add_members));
+    o.order = std::move(a.order);
+    o.flags = a.flags;
+    o.info = std::move(a.info);
+    o.bootstrap = a.bootstrap;
     out = &o;
     WEFT_LOG(debug, "group %s: construct as %s (%zu leaders, %zu added)", o.name.c_str(),
              o.bootstrap ? "bootstrap leader"
@@ -335,19 +347,119 @@ void ProcessGroups::on_hello(const std::string& name, Proc from, uint32_t peer, 
     }
 }
 
+Status ProcessGroups::start_invite(ConstructArgs a, PgOp*& out) {
+    const char* fn = "weft_group_invite";
+    if (groups_.count(a.name)) return WEFT_FAIL(WEFT_ERR_BUSY, "%s: group %s already exists here", fn, a.name.c_str());
+    if (op_for(PgOp::Kind::construct, a.name) || op_for(PgOp::Kind::destruct, a.name))
+        return WEFT_FAIL(WEFT_ERR_BUSY, "%s: an operation on group %s is in flight here", fn, a.name.c_str());
+    if (a.procs.empty()) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: nobody to invite", fn);
+    if (Status st = check_procs(a.procs, "procs", fn)) return st;
+    if (contains(a.procs, self())) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the leader invites itself", fn);
+    if (!a.add_members.empty() || !a.order.empty() || !a.expand.empty() || a.bootstrap)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: an invite takes only flags, a timeout and info", fn);
+    PgOp& o = new_op(PgOp::Kind::construct, a.name, a.timeout_ms);
+    o.leader = true;
+    o.inviter = true;
+    o.leaders = {self()};
+    o.flags = a.flags;
+    o.info = std::move(a.info);
+    out = &o;
+    // A fresh track: an older invitation's outcome must not answer this one.
+    tracks_.erase({uint8_t(PgOp::Kind::construct), o.name});
+    Track& t = track(PgOp::Kind::construct, o.name);
+    t.invite = true;
+    t.invite_nonce = o.nonce;
+    t.flags = o.flags;
+    t.invitees = sorted_unique(std::move(a.procs));
+    Writer w = message(uint8_t(Type::invite), uint8_t(PgOp::Kind::construct), o.name, o.nonce);
+    for (const Proc& p : t.invitees) send(peer_of(p), w.b);
+    WEFT_LOG(debug, "group %s: invited %zu processes", o.name.c_str(), t.invitees.size());
+    contribute(o);  // our own contribution: we are the tracker
+    deliver_events();
+    return WEFT_OK;
+}
+
+Status ProcessGroups::join(const std::string& name, Proc leader, bool accept, std::vector<uint8_t> info,
+                           uint32_t timeout_ms, PgOp*& out) {
+    const char* fn = "weft_group_join";
+    out = nullptr;
+    auto it = invitations_.find(name);
+    if (it == invitations_.end() || it->second.leader != leader)
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: no invitation to %s from job %u rank %u", fn, name.c_str(),
+                         leader.job, leader.rank);
+    const uint64_t invite_nonce = it->second.nonce;
+    invitations_.erase(it);
+    if (!accept) {
+        Writer w = message(uint8_t(Type::decline), uint8_t(PgOp::Kind::construct), name, invite_nonce);
+        send(peer_of(leader), w.b);
+        WEFT_LOG(debug, "group %s: declined", name.c_str());
+        return WEFT_OK;
+    }
+    if (groups_.count(name) || op_for(PgOp::Kind::construct, name))
+        return WEFT_FAIL(WEFT_ERR_BUSY, "%s: group %s exists here or is being built", fn, name.c_str());
+    PgOp& o = new_op(PgOp::Kind::construct, name, timeout_ms);
+    o.joiner = true;
+    o.invite_nonce = invite_nonce;
+    o.leaders = {leader};
+    o.info = std::move(info);
+    out = &o;
+    contribute(o);
+    deliver_events();
+    return WEFT_OK;
+}
+
+void ProcessGroups::step_invite(Track& t) {
+    if (t.decided) return;
+    Outcome o;
+    bool timed_out = false;
+    for (const auto& [p, w] : t.withdrawn) {
+        if (w.second == WEFT_ERR_TIMEOUT && p == self()) {
+            timed_out = true;  // the leader's deadline: the silent ones failed
+            continue;
+        }
+        o.status = w.second;  // a cancel
+        decide(t, std::move(o));
+        return;
+    }
+    std::vector<Proc> members{self()}, failed;
+    bool pending = false;
+    for (const Proc& p : t.invitees) {
+        const bool accepted = t.contribs.count(p) != 0;
+        if (accepted && !gone(p)) {
+            members.push_back(p);
+            continue;
+        }
+        if (!accepted && !gone(p) && !t.declined.count(p) && !timed_out) {
+            pending = true;
+            continue;
+        }
+        failed.push_back(p);
+        if (t.invite_failed.insert(p).second) raise(WEFT_GROUP_EVENT_INVITE_FAILED, t.name, p);
+    }
+    if (pending) return;
+    if (!failed.empty() && !(t.flags & WEFT_GROUP_OPTIONAL)) {
+        o.status = WEFT_ERR_CONSTRUCT_ABORT;
+        decide(t, std::move(o));
+        return;
+    }
+    members = sorted_unique(std::move(members));
+    for (const Proc& p : members) o.infos.push_back(t.contribs[p].info);
+    o.members = std::move(members);
+    o.flags = t.flags;
+    if (t.flags & WEFT_GROUP_ASSIGN_CONTEXT_ID) {
+        o.context_id = (1ull << 63) | (uint64_t(rt_.self_universe()) << 32) | next_cid_++;
+        if (next_cid_ == 0) next_cid_ = 1;
+    }
+    decide(t, std::move(o));
+}
+
 Status ProcessGroups::start_destruct(const std::string& name, uint32_t timeout_ms, PgOp*& out) {
     const char* fn = "weft_group_destruct";
     if (!groups_.count(name))
         return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: this process is not in a group %s", fn, name.c_str());
     if (op_for(PgOp::Kind::destruct, name))
         return WEFT_FAIL(WEFT_ERR_BUSY, "%s: a destruct of %s is in flight here", fn, name.c_str());
-    auto op = std::make_unique<PgOp>();
-    op->kind = PgOp::Kind::destruct;
-    op->name = name;
-    op->nonce = next_nonce_++;
-    op->deadline = timeout_ms ? Deadline::after_ns(uint64_t(timeout_ms) * 1000000ull) : rt_.op_deadline();
-    PgOp& o = *op;
-    ops_.push_back(std::move(op));
+    PgOp& o = new_op(PgOp::Kind::destruct, name, timeout_ms);
     out = &o;
     contribute(o);
     deliver_events();
@@ -431,11 +543,17 @@ std::vector<uint8_t> ProcessGroups::encode_contrib(const PgOp& op) const {
     w.procs(op.add_members);
     w.procs(op.order);
     w.bytes(op.info.data(), op.info.size());
+    w.put(op.invite_nonce);
     return std::move(w.b);
 }
 
 void ProcessGroups::contribute(PgOp& op) {
     op.tracker = tracker_for(op);
+    if (op.tracker == UINT32_MAX && op.joiner) {
+        WEFT_LOG(debug, "group %s: the leader died before the outcome", op.name.c_str());
+        raise(WEFT_GROUP_EVENT_LEADER_FAILED, op.name, op.leaders.front());
+        raise(WEFT_GROUP_EVENT_CONSTRUCT_ABORT, op.name, op.leaders.front());
+    }
     if (op.tracker == UINT32_MAX) {
         finish(op, op.kind == PgOp::Kind::construct ? WEFT_ERR_CONSTRUCT_ABORT : WEFT_ERR_PEER_FAILED);
         WEFT_LOG(debug, "group %s: every possible tracker is gone", op.name.c_str());
@@ -451,6 +569,7 @@ void ProcessGroups::contribute(PgOp& op) {
         c.order = op.order;
         c.flags = op.flags;
         c.info = op.info;
+        c.invite_nonce = op.invite_nonce;
         take(track(op.kind, op.name), self(), std::move(c));
     } else {
         send(op.tracker, encode_contrib(op));
@@ -530,6 +649,11 @@ void ProcessGroups::finish(PgOp& op, Status st) {
 
 void ProcessGroups::apply(PgOp& op, const Outcome& o) {
     if (op.done) return;
+    if (op.inviter || op.joiner) {
+        const Proc leader = op.inviter ? self() : op.leaders.front();
+        if (o.status == WEFT_OK) raise(WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE, op.name, leader);
+        if (o.status == WEFT_ERR_CONSTRUCT_ABORT) raise(WEFT_GROUP_EVENT_CONSTRUCT_ABORT, op.name, leader);
+    }
     if (op.kind == PgOp::Kind::construct) {
         if (o.status == WEFT_OK) {
             PGroup g;
@@ -593,6 +717,17 @@ bool ProcessGroups::am_tracker(const Track& t) const {
 }
 
 void ProcessGroups::take(Track& t, Proc from, Contribution c) {
+    if (t.invite && from != self()) {
+        // Only an invitee's acceptance of this invitation counts; one that
+        // comes after the outcome is too late (the leader's timeout).
+        if (!contains(t.invitees, from) || c.invite_nonce != t.invite_nonce) return;
+        if (t.decided) {
+            Outcome late;
+            late.status = WEFT_ERR_TIMEOUT;
+            send(c.peer, encode_result(t.kind, t.name, c.nonce, late));
+            return;
+        }
+    }
     if (t.decided) {
         auto it = t.contribs.find(from);
         const bool same_call = it != t.contribs.end() && it->second.nonce == c.nonce;
@@ -661,6 +796,7 @@ void ProcessGroups::withdrawn_by(Track& t, Proc from, uint64_t nonce, Status why
 }
 
 void ProcessGroups::step(Track& t) {
+    if (t.invite) return step_invite(t);
     if (t.decided || !am_tracker(t)) return;
     const Proc me = self();
     Outcome o;
@@ -876,6 +1012,8 @@ uint32_t ProcessGroups::pump() {
     }
     for (auto it = added_.begin(); it != added_.end();)
         it = it->second.second.passed() ? added_.erase(it) : std::next(it);
+    for (auto it = invitations_.begin(); it != invitations_.end();)
+        it = it->second.expires.passed() ? invitations_.erase(it) : std::next(it);
     for (auto it = hellos_.begin(); it != hellos_.end();) {
         auto& hs = it->second;
         hs.erase(std::remove_if(hs.begin(), hs.end(), [](const Hello& h) { return h.expires.passed(); }), hs.end());
@@ -947,6 +1085,7 @@ void ProcessGroups::handle(const Msg& m) {
             c.add_members = r.procs();
             c.order = r.procs();
             c.info = r.bytes();
+            c.invite_nonce = r.get<uint64_t>();
             if (!r.ok) return bad();
             take(track(kind, name), from, std::move(c));
             return;
@@ -1033,6 +1172,22 @@ void ProcessGroups::handle(const Msg& m) {
                                     [&](const Hello& h) { return h.proc == from && h.nonce == nonce; }),
                      hs.end());
             if (hs.empty()) hellos_.erase(it);
+            return;
+        }
+        case Type::invite: {
+            if (kind != PgOp::Kind::construct) return bad();
+            invitations_[name] = Invitation{from, nonce, Deadline::after_ns(keep_track_ns)};
+            raise(WEFT_GROUP_EVENT_INVITED, name, from);
+            return;
+        }
+        case Type::decline: {
+            auto it = tracks_.find({uint8_t(PgOp::Kind::construct), name});
+            if (it == tracks_.end() || !it->second.invite || it->second.invite_nonce != nonce) return;
+            Track& t = it->second;
+            if (t.decided || !contains(t.invitees, from)) return;
+            WEFT_LOG(debug, "group %s: job %u rank %u declined", name.c_str(), from.job, from.rank);
+            t.declined.insert(from);
+            step(t);
             return;
         }
         case Type::left: {

@@ -71,8 +71,11 @@ struct PgOp {
     std::vector<Proc> order;        // FINAL_ORDER, as given
     uint32_t flags = 0;
     std::vector<uint8_t> info;
-    uint32_t bootstrap = 0;    // bootstrap method: the number of leaders (0: collective)
-    bool discovering = false;  // a bootstrap leader still finding the others
+    uint32_t bootstrap = 0;     // bootstrap method: the number of leaders (0: collective)
+    bool inviter = false;       // invite method: this process leads
+    bool joiner = false;        // invite method: this process accepted
+    uint64_t invite_nonce = 0;  // a joiner: the invitation it answers
+    bool discovering = false;   // a bootstrap leader still finding the others
     Deadline deadline{0};
     Deadline grace{0};              // after a withdraw: how long to wait for the tracker's outcome
     uint32_t tracker = UINT32_MAX;  // the peer we contributed to
@@ -105,6 +108,11 @@ public:
     // Starts a construct; op is kept here until reap().
     Status start_construct(ConstructArgs a, PgOp*& op);
     Status start_destruct(const std::string& name, uint32_t timeout_ms, PgOp*& op);
+    // Invite method (the leader; ConstructArgs::procs are the invitees).
+    Status start_invite(ConstructArgs a, PgOp*& op);
+    // An invitee's answer; op is null when it declined (nothing to wait for).
+    Status join(const std::string& name, Proc leader, bool accept, std::vector<uint8_t> info, uint32_t timeout_ms,
+                PgOp*& op);
     Status leave(const std::string& name);
     Status cancel(PgOp& op);
     // Waits for op (blocking calls), then reaps it.
@@ -112,6 +120,9 @@ public:
     // The op's status once done; frees it.
     Status reap(PgOp& op);
     bool in_handler() const { return in_handler_ > 0; }
+    // True on the thread running a group event handler: it already holds
+    // the context's lock (MULTIPLE), so a call it makes must not take it.
+    static bool on_handler_thread();
 
     const PGroup* find(const std::string& name) const;
     PgOp* op_by_nonce(uint64_t nonce);  // a started op not reaped yet (C handles name ops by nonce)
@@ -129,7 +140,7 @@ public:
     }
 
 private:
-    enum class Type : uint8_t { contrib = 1, added, result, withdraw, query, left, hello, bye };
+    enum class Type : uint8_t { contrib = 1, added, result, withdraw, query, left, hello, bye, invite, decline };
 
     struct Contribution {
         uint32_t peer = 0;
@@ -138,6 +149,7 @@ private:
         std::vector<Proc> leaders, add_members, order;
         uint32_t flags = 0;
         std::vector<uint8_t> info;
+        uint64_t invite_nonce = 0;  // a joiner's: the invitation it accepts
     };
     struct Outcome {
         Status status = WEFT_OK;
@@ -157,6 +169,12 @@ private:
         std::set<Proc> queried;
         std::optional<Outcome> decided;
         Deadline expires{0};  // a track nobody here called for is dropped then
+        // Invite method: the leader's track.
+        bool invite = false;
+        uint64_t invite_nonce = 0;
+        uint32_t flags = 0;
+        std::vector<Proc> invitees;
+        std::set<Proc> declined, invite_failed;
     };
     using TrackKey = std::pair<uint8_t, std::string>;
 
@@ -177,6 +195,8 @@ private:
     Proc self() const;
     Status check_procs(const std::vector<Proc>& v, const char* what, const char* fn) const;
 
+    // A new operation of this process, kept in ops_ until reaped.
+    PgOp& new_op(PgOp::Kind kind, const std::string& name, uint32_t timeout_ms);
     // Participant side.
     std::vector<Proc> participants_known(const PgOp& op) const;
     uint32_t tracker_for(const PgOp& op) const;
@@ -200,6 +220,7 @@ private:
     void take(Track& t, Proc from, Contribution c);
     void withdrawn_by(Track& t, Proc from, uint64_t nonce, Status why);
     void step(Track& t);
+    void step_invite(Track& t);
     void decide(Track& t, Outcome o);
     void send_result(const Track& t, Proc to, uint64_t nonce, uint32_t peer);
     bool am_tracker(const Track& t) const;
@@ -236,6 +257,13 @@ private:
         Deadline expires;
     };
     std::map<std::string, std::vector<Hello>> hellos_;
+    // Invitations received and not answered: name -> leader, its nonce.
+    struct Invitation {
+        Proc leader;
+        uint64_t nonce;
+        Deadline expires;
+    };
+    std::map<std::string, Invitation> invitations_;
     // Destructs this process completed, for a new tracker's QUERY: name ->
     // status (bounded: the oldest go first).
     std::vector<std::pair<std::string, Status>> destructed_;

@@ -49,6 +49,9 @@ Status with_groups(weft_context_t ctx, const char* name, bool named, const char*
     if (Status st = live_groups(ctx, rt, pg, fn)) return st;
     if (named)
         if (Status st = check_name(name, fn)) return st;
+    // From an event handler: this thread is inside weft's progress and holds
+    // the lock already (join_nb from the INVITED handler is the seed's way).
+    if (ProcessGroups::on_handler_thread()) return guarded([&]() -> Status { return body(*rt, *pg); });
     RuntimeLock lock(*rt);
     return guarded([&]() -> Status { return body(*rt, *pg); });
 }
@@ -81,7 +84,8 @@ Status construct_args(const char* name, const weft_proc_t* procs, size_t nprocs,
     a.name = name;
     if (Status st = procs_of(procs, nprocs, "procs", fn, a.procs)) return st;
     if (!opts) return WEFT_OK;
-    const uint32_t known = WEFT_GROUP_ASSIGN_CONTEXT_ID | WEFT_GROUP_FT_COLLECTIVE | WEFT_GROUP_NOTIFY_TERMINATION;
+    const uint32_t known =
+        WEFT_GROUP_ASSIGN_CONTEXT_ID | WEFT_GROUP_FT_COLLECTIVE | WEFT_GROUP_NOTIFY_TERMINATION | WEFT_GROUP_OPTIONAL;
     if (opts->flags & ~known) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: unknown flags %#x", fn, opts->flags & ~known);
     a.flags = opts->flags;
     a.timeout_ms = opts->timeout_ms;
@@ -145,58 +149,121 @@ Status on_group(weft_context_t ctx, const char* name, const char* fn, Body&& bod
     });
 }
 
+// The end of every call that starts an operation: the non-blocking form
+// (op) gets its handle; the blocking one waits (not from a handler).
+Status started_or_waited(weft_context_t ctx, ProcessGroups& pg, PgOp* o, weft_group_op_t* op) {
+    if (op) {
+        *op = new_op_handle(ctx, o->nonce);
+        return WEFT_OK;
+    }
+    return pg.wait(*o);
+}
+
+// construct and invite, blocking (op null) or not.
+Status build_entry(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
+                   const weft_group_options_t* opts, weft_group_op_t* op, bool invite, const char* fn) {
+    if (op) *op = nullptr;
+    return with_groups(ctx, name, false, fn, [&](Runtime&, ProcessGroups& pg) -> Status {
+        ProcessGroups::ConstructArgs a;
+        if (Status st = construct_args(name, procs, nprocs, opts, a, fn)) return st;
+        if (!op)
+            if (Status st = no_handler_blocking(pg, fn)) return st;
+        PgOp* o = nullptr;
+        if (Status st = invite ? pg.start_invite(std::move(a), o) : pg.start_construct(std::move(a), o)) return st;
+        return started_or_waited(ctx, pg, o, op);
+    });
+}
+
 }  // namespace
 
 extern "C" {
 
 weft_status_t weft_group_construct_nb(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
                                       const weft_group_options_t* opts, weft_group_op_t* op) {
-    const char* fn = __func__;
-    if (Status st = weft::api::not_null(op, "op", fn)) return st;
-    *op = nullptr;
-    return with_groups(ctx, name, false, fn, [&](Runtime&, ProcessGroups& pg) -> Status {
-        ProcessGroups::ConstructArgs a;
-        if (Status st = construct_args(name, procs, nprocs, opts, a, fn)) return st;
-        PgOp* o = nullptr;
-        if (Status st = pg.start_construct(std::move(a), o)) return st;
-        *op = new_op_handle(ctx, o->nonce);
-        return WEFT_OK;
-    });
+    if (Status st = weft::api::not_null(op, "op", __func__)) return st;
+    return build_entry(ctx, name, procs, nprocs, opts, op, false, __func__);
 }
 
 weft_status_t weft_group_construct(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
                                    const weft_group_options_t* opts) {
-    const char* fn = __func__;
-    return with_groups(ctx, name, false, fn, [&](Runtime&, ProcessGroups& pg) -> Status {
-        ProcessGroups::ConstructArgs a;
-        if (Status st = construct_args(name, procs, nprocs, opts, a, fn)) return st;
-        if (Status st = no_handler_blocking(pg, fn)) return st;
-        PgOp* o = nullptr;
-        if (Status st = pg.start_construct(std::move(a), o)) return st;
-        return pg.wait(*o);
-    });
+    return build_entry(ctx, name, procs, nprocs, opts, nullptr, false, __func__);
 }
 
-weft_status_t weft_group_destruct_nb(weft_context_t ctx, const char* name, uint32_t timeout_ms, weft_group_op_t* op) {
-    const char* fn = __func__;
-    if (Status st = weft::api::not_null(op, "op", fn)) return st;
-    *op = nullptr;
+namespace {
+Status destruct_entry(weft_context_t ctx, const char* name, uint32_t timeout_ms, weft_group_op_t* op, const char* fn) {
+    if (op) *op = nullptr;
     return with_groups(ctx, name, true, fn, [&](Runtime&, ProcessGroups& pg) -> Status {
+        if (!op)
+            if (Status st = no_handler_blocking(pg, fn)) return st;
         PgOp* o = nullptr;
         if (Status st = pg.start_destruct(name, timeout_ms, o)) return st;
-        *op = new_op_handle(ctx, o->nonce);
-        return WEFT_OK;
+        return started_or_waited(ctx, pg, o, op);
     });
+}
+}  // namespace
+
+weft_status_t weft_group_destruct_nb(weft_context_t ctx, const char* name, uint32_t timeout_ms, weft_group_op_t* op) {
+    if (Status st = weft::api::not_null(op, "op", __func__)) return st;
+    return destruct_entry(ctx, name, timeout_ms, op, __func__);
 }
 
 weft_status_t weft_group_destruct(weft_context_t ctx, const char* name, uint32_t timeout_ms) {
-    const char* fn = __func__;
+    return destruct_entry(ctx, name, timeout_ms, nullptr, __func__);
+}
+
+weft_status_t weft_group_invite_nb(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
+                                   const weft_group_options_t* opts, weft_group_op_t* op) {
+    if (Status st = weft::api::not_null(op, "op", __func__)) return st;
+    return build_entry(ctx, name, procs, nprocs, opts, op, true, __func__);
+}
+
+weft_status_t weft_group_invite(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
+                                const weft_group_options_t* opts) {
+    return build_entry(ctx, name, procs, nprocs, opts, nullptr, true, __func__);
+}
+
+namespace {
+// join and join_nb: the answer; op (null for the blocking form) gets the
+// accepted join's handle, or a handle already complete for a decline.
+Status join_entry(weft_context_t ctx, const char* name, weft_proc_t leader, int accept,
+                  const weft_group_options_t* opts, weft_group_op_t* op, const char* fn) {
     return with_groups(ctx, name, true, fn, [&](Runtime&, ProcessGroups& pg) -> Status {
-        if (Status st = no_handler_blocking(pg, fn)) return st;
+        if (opts && opts->info_len > WEFT_GROUP_INFO_MAX)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: info of %zu bytes is over WEFT_GROUP_INFO_MAX", fn,
+                             opts->info_len);
+        if (opts && opts->info_len && !opts->info)
+            return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: info is NULL with a length of %zu", fn, opts->info_len);
+        if (!op && accept)
+            if (Status st = no_handler_blocking(pg, fn)) return st;
+        std::vector<uint8_t> info;
+        if (opts && opts->info_len) {
+            const auto* b = static_cast<const uint8_t*>(opts->info);
+            info.assign(b, b + opts->info_len);
+        }
         PgOp* o = nullptr;
-        if (Status st = pg.start_destruct(name, timeout_ms, o)) return st;
-        return pg.wait(*o);
+        if (Status st = pg.join(name, Proc{leader.job, leader.rank}, accept != 0, std::move(info),
+                                opts ? opts->timeout_ms : 0, o))
+            return st;
+        if (!o) {
+            if (op) *op = nullptr;  // declined: nothing in flight
+            return WEFT_OK;
+        }
+        return started_or_waited(ctx, pg, o, op);
     });
+}
+}  // namespace
+
+weft_status_t weft_group_join_nb(weft_context_t ctx, const char* name, weft_proc_t leader, int accept,
+                                 const weft_group_options_t* opts, weft_group_op_t* op) {
+    const char* fn = __func__;
+    if (Status st = weft::api::not_null(op, "op", fn)) return st;
+    *op = nullptr;
+    return join_entry(ctx, name, leader, accept, opts, op, fn);
+}
+
+weft_status_t weft_group_join(weft_context_t ctx, const char* name, weft_proc_t leader, int accept,
+                              const weft_group_options_t* opts) {
+    return join_entry(ctx, name, leader, accept, opts, nullptr, __func__);
 }
 
 weft_status_t weft_group_leave(weft_context_t ctx, const char* name) {

@@ -65,7 +65,10 @@ typedef enum weft_group_flag {
     WEFT_GROUP_FT_COLLECTIVE = 1u << 1,
     /* A member's death is reported (MEMBER_FAILED) instead of failing the
      * destruct (PMIX_GROUP_NOTIFY_TERMINATION). */
-    WEFT_GROUP_NOTIFY_TERMINATION = 1u << 2
+    WEFT_GROUP_NOTIFY_TERMINATION = 1u << 2,
+    /* Invite method: the group forms on the invitees that accepted, instead
+     * of aborting when one declines, dies or stays silent (PMIX_GROUP_OPTIONAL). */
+    WEFT_GROUP_OPTIONAL = 1u << 3
 } weft_group_flag_t;
 
 /* Options of a construct; NULL means all defaults. Zero-initialise it and
@@ -113,6 +116,32 @@ weft_status_t weft_group_construct_nb(weft_context_t ctx, const char* name, cons
 weft_status_t weft_group_destruct(weft_context_t ctx, const char* name, uint32_t timeout_ms);
 weft_status_t weft_group_destruct_nb(weft_context_t ctx, const char* name, uint32_t timeout_ms, weft_group_op_t* op);
 
+/*
+ * Invite method: this process leads and invites procs (not itself). Each
+ * invitee's handler gets WEFT_GROUP_EVENT_INVITED (proc: the leader) and
+ * answers with weft_group_join_nb. The call returns once every invitee
+ * answered, died, or stayed silent past the timeout (each such failure is
+ * a WEFT_GROUP_EVENT_INVITE_FAILED here): WEFT_OK with the group formed, or
+ * WEFT_ERR_CONSTRUCT_ABORT (any failure without WEFT_GROUP_OPTIONAL).
+ * Every member then gets WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE, or each
+ * acceptor WEFT_GROUP_EVENT_CONSTRUCT_ABORT. opts: flags, timeout_ms, info.
+ */
+weft_status_t weft_group_invite(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
+                                const weft_group_options_t* opts);
+weft_status_t weft_group_invite_nb(weft_context_t ctx, const char* name, const weft_proc_t* procs, size_t nprocs,
+                                   const weft_group_options_t* opts, weft_group_op_t* op);
+/* An invitee's answer to leader's invitation (accept = 1 or 0). Accepting
+ * starts an operation that completes with the outcome (WEFT_OK: a member;
+ * WEFT_ERR_CONSTRUCT_ABORT; WEFT_ERR_TIMEOUT if the acceptance came after
+ * the leader's timeout; a LEADER_FAILED event and CONSTRUCT_ABORT if the
+ * leader died first); declining completes at once (*op = NULL: nothing to
+ * wait for). opts: info, timeout_ms.
+ * The blocking form from an event handler returns WEFT_ERR_WOULD_BLOCK. */
+weft_status_t weft_group_join(weft_context_t ctx, const char* name, weft_proc_t leader, int accept,
+                              const weft_group_options_t* opts);
+weft_status_t weft_group_join_nb(weft_context_t ctx, const char* name, weft_proc_t leader, int accept,
+                                 const weft_group_options_t* opts, weft_group_op_t* op);
+
 /* Not collective: tells the other members and forgets the group here. An
  * in-flight construct of that name here ends with WEFT_ERR_CANCELED. */
 weft_status_t weft_group_leave(weft_context_t ctx, const char* name);
@@ -139,8 +168,13 @@ weft_status_t weft_group_info(weft_context_t ctx, const char* name, uint32_t ind
 /* ---------------------------------------------------------------- events */
 
 typedef enum weft_group_event {
-    WEFT_GROUP_EVENT_MEMBER_FAILED = 1, /* proc: the member that died */
-    WEFT_GROUP_EVENT_LEFT = 2           /* proc: the member that left */
+    WEFT_GROUP_EVENT_MEMBER_FAILED = 1,      /* proc: the member that died */
+    WEFT_GROUP_EVENT_LEFT = 2,               /* proc: the member that left */
+    WEFT_GROUP_EVENT_INVITED = 3,            /* proc: the leader inviting this process */
+    WEFT_GROUP_EVENT_INVITE_FAILED = 4,      /* at the leader; proc: an invitee that declined, died or stayed silent */
+    WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE = 5, /* invite method, every member; proc: the leader */
+    WEFT_GROUP_EVENT_CONSTRUCT_ABORT = 6,    /* invite method, every acceptor; proc: the leader */
+    WEFT_GROUP_EVENT_LEADER_FAILED = 7       /* an acceptor's leader died first; proc: the leader */
 } weft_group_event_t;
 
 typedef void (*weft_group_event_fn)(void* arg, weft_group_event_t event, const char* name, weft_proc_t proc);

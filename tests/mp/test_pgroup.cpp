@@ -72,12 +72,38 @@ struct Events {
     std::string name;
     weft_status_t blocking_from_handler = WEFT_OK;
     bool try_blocking = false;
+    // Invite method: how this process answers an invitation from its
+    // handler (-1: it does not), and what the answer started.
+    int answer = -1;
+    weft_status_t join_status = WEFT_ERR_NOT_FOUND, blocking_join = WEFT_OK;
+    weft_group_op_t join_op = nullptr;
+    weft_proc_t inviter{};
+    bool saw(weft_group_event_t ev) const {
+        for (const auto& [e, p] : seen)
+            if (e == ev) return true;
+        return false;
+    }
 };
 void on_event(void* arg, weft_group_event_t ev, const char* name, weft_proc_t p) {
     auto* e = static_cast<Events*>(arg);
     e->seen.push_back({ev, p});
     e->name = name;
     if (e->try_blocking) e->blocking_from_handler = weft_group_construct(ctx, "from-handler", nullptr, 0, nullptr);
+    if (ev == WEFT_GROUP_EVENT_INVITED) e->inviter = p;
+    if (ev == WEFT_GROUP_EVENT_INVITED && e->answer >= 0) {
+        e->blocking_join = weft_group_join(ctx, name, p, 1, nullptr);  // must not block here
+        e->join_status = weft_group_join_nb(ctx, name, p, e->answer, nullptr, &e->join_op);
+    }
+}
+
+// Waits for the invitation to name, and answers it unless the handler
+// already did (an invitation can arrive while this rank is still inside
+// the barrier before the test sets its answer). False: none came.
+bool answer_invitation(Events& e, const char* name, int accept) {
+    if (!progress_until([&] { return e.saw(WEFT_GROUP_EVENT_INVITED); })) return false;
+    if (e.join_status == WEFT_ERR_NOT_FOUND)
+        e.join_status = weft_group_join_nb(ctx, name, e.inviter, accept, nullptr, &e.join_op);
+    return true;
 }
 
 class Groups : public ::testing::Test {
@@ -89,6 +115,16 @@ protected:
     void TearDown() override { EXPECT_EQ(weft_group_event_deregister(ctx, handler_), WEFT_OK); }
     Events ev_;
     uint64_t handler_ = 0;
+};
+
+// The invitees' handlers accept from inside the handler (join_nb), set up
+// before the barrier after which the leader invites.
+class Invites : public Groups {
+protected:
+    void SetUp() override {
+        ev_.answer = rank == 0 ? -1 : 1;
+        Groups::SetUp();
+    }
 };
 
 weft::group::ProcessGroups& pgroups() { return *weft::group::ProcessGroups::of(*weft::runtime_of(ctx)); }
@@ -244,6 +280,98 @@ TEST_F(Groups, BootstrapCountsThatDisagreeAreBadParam) {
     EXPECT_EQ(weft_group_construct(ctx, "counts", nullptr, 0, &o), WEFT_ERR_INVALID_ARG);
 }
 
+// Seed 6.5.3.3, invite: rank 0 invites everyone; each invitee's handler
+// accepts with join_nb (a blocking join there is WOULD_BLOCK); every member
+// gets CONSTRUCT_COMPLETE with the membership and context ID.
+TEST_F(Invites, InviteAcceptedByAll) {
+    std::vector<weft_proc_t> others;
+    for (uint32_t r = 1; r < size; ++r) others.push_back(proc(r));
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    if (rank == 0) {
+        ASSERT_EQ(weft_group_invite(ctx, "invited", others.data(), others.size(), &o), WEFT_OK);
+    } else {
+        ASSERT_TRUE(progress_until([&] { return ev_.join_status != WEFT_ERR_NOT_FOUND; })) << "no invitation";
+        EXPECT_EQ(ev_.blocking_join, WEFT_ERR_WOULD_BLOCK);
+        ASSERT_EQ(ev_.join_status, WEFT_OK);
+        EXPECT_EQ(weft_group_op_wait(&ev_.join_op), WEFT_OK);
+    }
+    ASSERT_TRUE(progress_until([&] { return ev_.saw(WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE); })) << "no COMPLETE";
+    EXPECT_EQ(members("invited").size(), size);
+    uint64_t cid = 0;
+    ASSERT_EQ(weft_group_context_id(ctx, "invited", &cid), WEFT_OK);
+    EXPECT_TRUE(same_everywhere(cid));
+    EXPECT_EQ(weft_group_destruct(ctx, "invited", 0), WEFT_OK);
+}
+
+// A decline: all-or-nothing aborts (INVITE_FAILED to the leader, ABORT to
+// every acceptor); with OPTIONAL the group forms without the decliner.
+TEST_F(Groups, InviteDeclinedWithAndWithoutOptional) {
+    std::vector<weft_proc_t> others;
+    for (uint32_t r = 1; r < size; ++r) others.push_back(proc(r));
+    const uint32_t decliner = size - 1;
+    for (int optional = 0; optional < 2; ++optional) {
+        const char* name = optional ? "decline-optional" : "decline-all";
+        weft_group_options_t o{};
+        o.flags = optional ? WEFT_GROUP_OPTIONAL : 0;
+        if (rank == 0) {
+            EXPECT_EQ(weft_group_invite(ctx, name, others.data(), others.size(), &o),
+                      optional ? WEFT_OK : WEFT_ERR_CONSTRUCT_ABORT);
+            ASSERT_TRUE(ev_.saw(WEFT_GROUP_EVENT_INVITE_FAILED));
+            EXPECT_EQ(ev_.seen.front().second.rank, decliner);
+        } else {
+            ASSERT_TRUE(answer_invitation(ev_, name, rank == decliner ? 0 : 1)) << "no invitation";
+            ASSERT_EQ(ev_.join_status, WEFT_OK);
+            if (rank == decliner) {
+                EXPECT_EQ(ev_.join_op, nullptr) << "a decline leaves nothing to wait for";
+            } else {
+                EXPECT_EQ(weft_group_op_wait(&ev_.join_op), optional ? WEFT_OK : WEFT_ERR_CONSTRUCT_ABORT);
+                EXPECT_TRUE(ev_.saw(optional ? WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE : WEFT_GROUP_EVENT_CONSTRUCT_ABORT));
+            }
+        }
+        if (optional && rank != decliner) {
+            EXPECT_EQ(members(name).size(), size - 1u);
+            EXPECT_EQ(weft_group_destruct(ctx, name, 0), WEFT_OK);
+        }
+        // Before the barrier: the next invitation may come while we are in it.
+        ev_.seen.clear();
+        ev_.join_status = WEFT_ERR_NOT_FOUND;
+        barrier();
+    }
+}
+
+// A silent invitee: the leader's timeout fails it (INVITE_FAILED); with
+// OPTIONAL the rest form the group. Its acceptance afterwards is ignored:
+// the late join ends TIMEOUT and the group does not grow.
+TEST_F(Groups, SilentInviteeAndALateAccept) {
+    std::vector<weft_proc_t> others;
+    for (uint32_t r = 1; r < size; ++r) others.push_back(proc(r));
+    const uint32_t silent = size - 1;
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_OPTIONAL;
+    o.timeout_ms = 300;
+    if (rank == 0) {
+        ASSERT_EQ(weft_group_invite(ctx, "silent", others.data(), others.size(), &o), WEFT_OK);
+        ASSERT_TRUE(ev_.saw(WEFT_GROUP_EVENT_INVITE_FAILED));
+    } else if (rank != silent) {
+        ASSERT_TRUE(answer_invitation(ev_, "silent", 1)) << "no invitation";
+        EXPECT_EQ(weft_group_op_wait(&ev_.join_op), WEFT_OK);
+    } else {
+        ASSERT_TRUE(progress_until([&] { return ev_.saw(WEFT_GROUP_EVENT_INVITED); })) << "no invitation";
+    }
+    barrier();  // the leader has its outcome
+    if (rank == silent) {
+        EXPECT_EQ(weft_group_join(ctx, "silent", proc(0), 1, nullptr), WEFT_ERR_TIMEOUT) << "a late accept";
+    } else {
+        EXPECT_EQ(members("silent").size(), size - 1u);
+    }
+    barrier();
+    if (rank != silent) {
+        EXPECT_EQ(members("silent").size(), size - 1u) << "the late accept changed nothing";
+        EXPECT_EQ(weft_group_destruct(ctx, "silent", 0), WEFT_OK);
+    }
+}
+
 // FINAL_ORDER gives the membership's order; one that omits a member is
 // BAD_PARAM on every participant, as is a leader naming other leaders.
 TEST_F(Groups, FinalOrderAndDisagreementsAreBadParam) {
@@ -299,9 +427,6 @@ TEST_F(Groups, CancelEndsTheConstructEverywhere) {
     weft_group_op_t op = nullptr;
     if (rank != absent) {
         ASSERT_EQ(weft_group_construct_nb(ctx, "cancelled", procs.data(), procs.size(), nullptr, &op), WEFT_OK);
-        int done = 0;
-        EXPECT_EQ(weft_group_op_test(&op, &done), WEFT_OK);
-        EXPECT_EQ(done, 0);
     }
     if (rank == 0) {
         // A cancel ends the construct for every participant whose call
@@ -316,13 +441,10 @@ TEST_F(Groups, CancelEndsTheConstructEverywhere) {
     }
     barrier();
     ASSERT_EQ(weft_group_construct_nb(ctx, "cancelled", procs.data(), procs.size(), nullptr, &op), WEFT_OK);
-    int done = 0;
-    weft_status_t st = WEFT_OK;
-    ASSERT_TRUE(progress_until([&] {
-        st = weft_group_op_test(&op, &done);
-        return done != 0;
-    }));
-    EXPECT_EQ(st, WEFT_OK);
+    ASSERT_TRUE(progress_until([&] { return pgroups().find("cancelled") != nullptr; })) << "no group";
+    EXPECT_EQ(weft_group_op_cancel(op), WEFT_OK) << "after completion: no effect";
+    EXPECT_EQ(weft_group_op_wait(&op), WEFT_OK);
+    EXPECT_EQ(members("cancelled").size(), size);
     ASSERT_EQ(weft_group_destruct(ctx, "cancelled", 0), WEFT_OK);
 }
 
@@ -706,6 +828,60 @@ TEST(GroupFault, MemberDiesAfterContributing) {
     EXPECT_EQ(m.size(), size - 1u + uint32_t(listed));
     EXPECT_TRUE(f.failed_named(victim)) << "no MEMBER_FAILED naming rank " << victim;
     EXPECT_EQ(weft_group_destruct(ctx, "after", 0), WEFT_OK);
+}
+
+// Seed 6.5.3.6.3: an invitee that dies before answering fails its
+// invitation (INVITE_FAILED at the leader) and, without OPTIONAL, aborts
+// the construct for every acceptor.
+TEST(GroupFault, InviteeDiesUnanswered) {
+    FaultRun f;
+    barrier();
+    const uint32_t victim = size - 1;
+    if (rank == victim) die_at("mp.pgroup.victim");
+    std::vector<weft_proc_t> others;
+    for (uint32_t r = 1; r < size; ++r) others.push_back(proc(r));
+    if (rank == 0) {
+        EXPECT_EQ(weft_group_invite(ctx, "unanswered", others.data(), others.size(), nullptr),
+                  WEFT_ERR_CONSTRUCT_ABORT);
+        EXPECT_TRUE(f.ev.saw(WEFT_GROUP_EVENT_INVITE_FAILED));
+    } else {
+        ASSERT_TRUE(answer_invitation(f.ev, "unanswered", 1)) << "no invitation";
+        EXPECT_EQ(weft_group_op_wait(&f.ev.join_op), WEFT_ERR_CONSTRUCT_ABORT);
+        EXPECT_TRUE(f.ev.saw(WEFT_GROUP_EVENT_CONSTRUCT_ABORT));
+    }
+}
+
+// Seed 6.5.3.6.2: the leader dies after some accepted: each of them gets
+// LEADER_FAILED naming it and its join ends CONSTRUCT_ABORT.
+TEST(GroupFault, LeaderDiesAfterAcceptances) {
+    FaultRun f;
+    barrier();
+    std::vector<weft_proc_t> others;
+    for (uint32_t r = 1; r < size; ++r) others.push_back(proc(r));
+    const uint32_t slow = size - 1;  // answers only after the leader died
+    if (rank == 0) {
+        weft_group_op_t op = nullptr;
+        ASSERT_EQ(weft_group_invite_nb(ctx, "orphans", others.data(), others.size(), nullptr, &op), WEFT_OK);
+        ASSERT_TRUE(progress_until([&] { return pgroups().contributions("orphans") == size - 1; }));
+        die_at("mp.pgroup.victim");
+    }
+    if (rank != slow) {
+        ASSERT_TRUE(answer_invitation(f.ev, "orphans", 1)) << "no invitation";
+    } else {
+        ASSERT_TRUE(progress_until([&] { return f.ev.saw(WEFT_GROUP_EVENT_INVITED); })) << "no invitation";
+    }
+    if (rank == slow) {
+        // Wait for the leader's death to be known, then accept.
+        uint32_t peer = 0;
+        ASSERT_EQ(weft_peer_lookup(ctx, job(), 0, &peer), WEFT_OK);
+        int failed = 0;
+        ASSERT_TRUE(progress_until([&] { return weft_peer_failed(ctx, peer, &failed) == WEFT_OK && failed; }));
+        EXPECT_EQ(weft_group_join(ctx, "orphans", proc(0), 1, nullptr), WEFT_ERR_CONSTRUCT_ABORT);
+    } else {
+        ASSERT_EQ(f.ev.join_status, WEFT_OK);
+        EXPECT_EQ(weft_group_op_wait(&f.ev.join_op), WEFT_ERR_CONSTRUCT_ABORT);
+    }
+    EXPECT_TRUE(f.ev.saw(WEFT_GROUP_EVENT_LEADER_FAILED)) << "no LEADER_FAILED";
 }
 
 // Seed 6.5.3.4: a member dead before destruct fails it by default; with

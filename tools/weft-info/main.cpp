@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     std::printf("  PMIx bootstrap %s\n", WEFT_HAVE_PMIX ? "built" : "not built");
     int group_ft = 0;
     weft_group_ft_supported(&group_ft);
-    std::printf("process groups: collective construct with added members, destruct, leave; fault tolerance %s\n",
+    std::printf("process groups: collective, bootstrap and invite construct, destruct, leave; fault tolerance %s\n",
                 group_ft ? "yes (WEFT_CAP_GROUP_FT: FT_COLLECTIVE, MEMBER_FAILED, timeouts, cancel)" : "no");
 
     hwloc_topology_t topo;
