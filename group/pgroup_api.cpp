@@ -11,7 +11,12 @@
 #include <weft/group.h>
 #include <weft/version.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 using weft::guarded;
 using weft::Runtime;
@@ -376,6 +381,49 @@ weft_status_t weft_group_info(weft_context_t ctx, const char* name, uint32_t ind
         const auto& b = g.infos[index];
         *info = b.empty() ? nullptr : b.data();
         *len = b.size();
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_group_jobs(weft_context_t ctx, const char* name, weft_group_job_t* jobs, size_t cap, size_t* n) {
+    const char* fn = __func__;
+    if (Status st = weft::api::not_null(n, "n", fn)) return st;
+    if (cap && !jobs) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: jobs is NULL with a capacity of %zu", fn, cap);
+    Runtime* rt = weft::runtime_of(ctx);
+    return on_group(ctx, name, fn, [&](const weft::group::PGroup& g) -> Status {
+        const auto& sizes = rt->bootstrap().job_sizes();
+        std::map<uint32_t, uint32_t> members;  // job -> members in the group
+        for (const Proc& p : g.members) ++members[p.job];
+        *n = members.size();
+        size_t i = 0;
+        for (const auto& [job, count] : members) {
+            if (i >= cap) break;
+            std::set<std::string> hosts;
+            for (uint32_t r = 0; r < sizes[job]; ++r)
+                hosts.insert(rt->peer(rt->peer_of_universe(rt->bootstrap().universe_index(job, r))).host);
+            jobs[i++] = weft_group_job_t{job, sizes[job], count, static_cast<uint32_t>(hosts.size())};
+        }
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_proc_node(weft_context_t ctx, weft_proc_t proc, uint32_t* node) {
+    const char* fn = __func__;
+    if (Status st = weft::api::not_null(node, "node", fn)) return st;
+    return with_groups(ctx, nullptr, false, fn, [&](Runtime& rt, ProcessGroups&) -> Status {
+        const auto& sizes = rt.bootstrap().job_sizes();
+        if (proc.job >= sizes.size() || proc.rank >= sizes[proc.job])
+            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: no job %u rank %u in this launch", fn, proc.job, proc.rank);
+        const std::string& host = rt.peer(rt.peer_of_universe(rt.bootstrap().universe_index(proc.job, proc.rank))).host;
+        // Hosts numbered by their first process in universe order.
+        std::vector<const std::string*> seen;
+        for (uint32_t u = 0; u < rt.universe_size(); ++u) {
+            const std::string& h = rt.peer(rt.peer_of_universe(u)).host;
+            if (std::none_of(seen.begin(), seen.end(), [&](const std::string* x) { return *x == h; }))
+                seen.push_back(&h);
+            if (h == host) break;
+        }
+        *node = static_cast<uint32_t>(seen.size() - 1);
         return WEFT_OK;
     });
 }

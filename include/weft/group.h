@@ -165,6 +165,20 @@ weft_status_t weft_group_context_id(weft_context_t ctx, const char* name, uint64
  * valid until the group is destructed or left. */
 weft_status_t weft_group_info(weft_context_t ctx, const char* name, uint32_t index, const void** info, size_t* len);
 
+/* The job-level information of every job that has a member in the group
+ * (PMIx gives each participant the job data of every namespace involved):
+ * up to cap entries in job order; *n gets how many jobs there are. */
+typedef struct weft_group_job {
+    uint32_t job;     /* its job ID */
+    uint32_t size;    /* its number of ranks */
+    uint32_t members; /* how many of them are in the group */
+    uint32_t nodes;   /* how many hosts its ranks run on */
+} weft_group_job_t;
+weft_status_t weft_group_jobs(weft_context_t ctx, const char* name, weft_group_job_t* jobs, size_t cap, size_t* n);
+/* Node placement: the index of the host proc runs on, numbered in the
+ * launch's order (two processes on one host get the same index). */
+weft_status_t weft_proc_node(weft_context_t ctx, weft_proc_t proc, uint32_t* node);
+
 /* ---------------------------------------------------------------- events */
 
 typedef enum weft_group_event {

@@ -667,6 +667,18 @@ TEST(CrossJob, OneGroupOverTwoJobs) {
     }
     uint64_t cid = 0;
     EXPECT_EQ(weft_group_context_id(ctx, "jobs", &cid), WEFT_OK);
+    // The job-level information of both jobs, and where each member runs.
+    weft_group_job_t jobs[4];
+    size_t njobs = 0;
+    ASSERT_EQ(weft_group_jobs(ctx, "jobs", jobs, 4, &njobs), WEFT_OK);
+    ASSERT_EQ(njobs, 2u);
+    EXPECT_EQ(jobs[0].size + jobs[1].size, universe);
+    EXPECT_EQ(jobs[0].members, jobs[0].size);
+    EXPECT_EQ(jobs[1].nodes, 1u) << "one host";
+    uint32_t node = 9;
+    ASSERT_EQ(weft_proc_node(ctx, m.back(), &node), WEFT_OK);
+    EXPECT_EQ(node, 0u) << "every process on host 0";
+    EXPECT_EQ(weft_proc_node(ctx, weft_proc_t{7, 0}, &node), WEFT_ERR_INVALID_RANK);
     EXPECT_EQ(weft_group_destruct(ctx, "jobs", 0), WEFT_OK);
 
     // Bootstrap: each job's root knows only that there are two roots, and
