@@ -6,6 +6,7 @@
 #include "mp_main.hpp"
 
 #include "group/pgroup.hpp"
+#include "transport/backend.hpp"
 #include "transport/runtime.hpp"
 
 #include <weft/comm.h>
@@ -575,6 +576,27 @@ TEST_F(Groups, HundredCyclesLeaveNothingBehind) {
                  double(now_ns() - t0) / 1e3 / 100, size);
     EXPECT_EQ(pgroups().ops(), 0u);
     EXPECT_LE(pgroups().tracked(), tracked_before + 2) << "one construct and one destruct outcome kept for the name";
+}
+
+// Corrupted and truncated group messages (the group layer's internal id)
+// are dropped with an error line; the receiver keeps working.
+TEST_F(Groups, CorruptedMessagesAreDroppedAndNothingBreaks) {
+    if (rank == 0) {
+        weft::Runtime& rt = *weft::runtime_of(ctx);
+        const uint32_t id = weft::Runtime::am_internal_first + 3;  // group/pgroup.cpp's
+        const uint8_t garbage[] = {0xff, 0x01, 0x02, 0x03};
+        const uint8_t truncated[] = {1, 1, 5, 0, 0, 0, 'a', 'b'};  // a CONTRIB cut inside its name
+        const uint8_t bad_kind[] = {1, 9, 1, 0, 0, 0, 'x', 0, 0, 0, 0, 0, 0, 0, 0};
+        for (uint32_t peer = 1; peer < size; ++peer) {
+            EXPECT_EQ(rt.backend().am_send(peer, id, garbage, sizeof garbage), WEFT_OK);
+            EXPECT_EQ(rt.backend().am_send(peer, id, truncated, sizeof truncated), WEFT_OK);
+            EXPECT_EQ(rt.backend().am_send(peer, id, bad_kind, sizeof bad_kind), WEFT_OK);
+        }
+    }
+    auto procs = all_procs();
+    ASSERT_EQ(weft_group_construct(ctx, "after-garbage", procs.data(), procs.size(), nullptr), WEFT_OK);
+    EXPECT_EQ(members("after-garbage").size(), size);
+    EXPECT_EQ(weft_group_destruct(ctx, "after-garbage", 0), WEFT_OK);
 }
 
 TEST_F(Groups, BadInputIsRefusedClearly) {
