@@ -1,24 +1,27 @@
 // pgroup.hpp — PMIx-style process groups (include/weft/group.h,
-// docs/groups.md): construction by the collective method with added
-// members, destruct, leave, and the seed's fault-tolerance rules, run by
+// docs/groups.md): construction by the collective, bootstrap and invite
+// methods, destruct, leave, and the seed's fault-tolerance rules, run by
 // the participants among themselves over active messages.
 //
 // Protocol (one operation = a construct or a destruct of one name):
 //   - the *tracker* is the lowest (job, rank) participant this process does
 //     not know to be gone: for a construct the lowest leader (every leader
 //     knows them all; an added member learns them from the leader that
-//     named it: ADDED), for a destruct the lowest current member;
+//     named it: ADDED; bootstrap leaders find each other first: HELLO to
+//     the launch), for an invite the inviter, for a destruct the lowest
+//     current member;
 //   - each participant sends CONTRIB {nonce, role, leaders, its added
 //     members, flags, order, info} to the tracker (the tracker's own goes
 //     straight in), and again to a new tracker when the old one is gone;
 //   - the tracker decides once every expected participant contributed or
-//     is gone (dead, departed, left): abort / success / bad parameters /
-//     timeout / cancel, and sends RESULT {status, context ID, members with
-//     their info, the failed and the departed} to every contributor;
-//   - a participant whose deadline passes, or that cancels or leaves, sends
-//     WITHDRAW to the tracker, which decides for everyone if it has not
-//     yet (the first come wins, so all see the same outcome); after a
-//     withdraw a participant waits a short grace for that outcome;
+//     is gone (dead, departed, left): abort / success / bad parameters,
+//     and sends RESULT {status, context ID, members with their info, the
+//     failed and the departed} to every contributor;
+//   - WITHDRAW: a participant whose own deadline passed is taken out and
+//     told (the others wait to their own deadlines); a cancel, or the
+//     tracker's own deadline, decides for everyone; a leave counts the
+//     leaver as departed. After a withdraw a participant waits a short
+//     grace for the tracker's answer;
 //   - a new tracker QUERYs the participants it has not heard from: one
 //     still waiting contributes again, one that already has the outcome
 //     sends it back (RESULT), and the new tracker hands that same outcome
@@ -82,7 +85,6 @@ struct PgOp {
     Status withdraw = WEFT_OK;      // TIMEOUT / CANCELED / NOT_FOUND (left) once withdrawn
     bool done = false;
     Status status = WEFT_OK;
-    bool handle_live = true;  // the C handle still refers to it (non-blocking)
 };
 
 class ProcessGroups {
