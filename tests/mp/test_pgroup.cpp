@@ -193,39 +193,43 @@ TEST_F(Groups, NonParticipantGetsNotAMemberAtOnce) {
 // ("follower first"), and the construct completes only once they all did,
 // with their info in the result.
 TEST_F(Groups, AddedMembersCallFirstAndAreIncluded) {
-    if (size < 4) GTEST_SKIP() << "needs 2 leaders and 2 added members (runs at 4 and 8 ranks)";
-    const std::vector<weft_proc_t> leaders{proc(1), proc(0)};
+    // n ranks take part: n/2 leaders (named in reverse order), each adding one member.
+    const uint32_t n = std::min<uint32_t>(size, 4), nleaders = n / 2;
+    std::vector<weft_proc_t> leaders;
+    for (uint32_t r = nleaders; r-- > 0;) leaders.push_back(proc(r));
     const auto info = info_of(rank);
     weft_group_options_t o{};
     o.info = info.data();
     o.info_len = info.size();
-    weft_proc_t added = proc(rank == 0 ? 2 : 3);
-    if (rank == 0 || rank == 1) {
+    weft_proc_t added = proc(rank + nleaders);
+    if (rank < nleaders) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the members are first
         o.add_members = &added;
         o.n_add_members = 1;
         o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
         ASSERT_EQ(weft_group_construct(ctx, "added", leaders.data(), leaders.size(), &o), WEFT_OK);
-    } else if (rank == 2 || rank == 3) {
+    } else if (rank < n) {
         ASSERT_EQ(weft_group_construct(ctx, "added", nullptr, 0, &o), WEFT_OK);
     }
     uint64_t cid = 0;
-    if (rank < 4) {
-        EXPECT_EQ(ranks_of(members("added")), (std::vector<uint32_t>{0, 1, 2, 3}));
+    if (rank < n) {
+        std::vector<uint32_t> expected(n);
+        for (uint32_t r = 0; r < n; ++r) expected[r] = r;
+        EXPECT_EQ(ranks_of(members("added")), expected);
         const void* p = nullptr;
         size_t len = 0;
-        ASSERT_EQ(weft_group_info(ctx, "added", 3, &p, &len), WEFT_OK);
+        ASSERT_EQ(weft_group_info(ctx, "added", n - 1, &p, &len), WEFT_OK);
         ASSERT_EQ(len, 64u);
-        EXPECT_EQ(std::memcmp(p, info_of(3).data(), len), 0) << "an added member's info";
+        EXPECT_EQ(std::memcmp(p, info_of(n - 1).data(), len), 0) << "an added member's info";
         ASSERT_EQ(weft_group_context_id(ctx, "added", &cid), WEFT_OK);
     }
-    const uint64_t mine = rank < 4 ? cid : 0;
+    const uint64_t mine = rank < n ? cid : 0;
     weft_comm_t w = nullptr;
     ASSERT_EQ(weft_comm_world(ctx, &w), WEFT_OK);
     std::vector<uint64_t> all(size);
     ASSERT_EQ(weft_allgather(w, &mine, 1, WEFT_UINT64, all.data()), WEFT_OK);
-    for (uint32_t r = 0; r < 4; ++r) EXPECT_EQ(all[r], all[0]);
-    if (rank < 4) {
+    for (uint32_t r = 0; r < n; ++r) EXPECT_EQ(all[r], all[0]);
+    if (rank < n) {
         ASSERT_EQ(weft_group_destruct(ctx, "added", 0), WEFT_OK);
     }
 }
