@@ -97,6 +97,14 @@ Writer message(uint8_t type, uint8_t kind, const std::string& name, uint64_t non
     return w;
 }
 
+// A group's context ID: bit 61 (a communicator creation's IDs hold a job
+// rank in bits 32-60 and never set it; bits 62-63 name a communicator's
+// collective and creation queues), the deciding process's universe index
+// in bits 32-60, and that process's counter.
+uint64_t group_context_id(uint32_t universe_index, uint32_t counter) {
+    return (1ull << 61) | (uint64_t(universe_index & ((1u << 29) - 1)) << 32) | counter;
+}
+
 bool contains(const std::vector<Proc>& v, Proc p) { return std::find(v.begin(), v.end(), p) != v.end(); }
 
 std::vector<Proc> sorted_unique(std::vector<Proc> v) {
@@ -202,6 +210,9 @@ void ProcessGroups::deliver_events() {
             }
         }
     }
+    // A LEADER_FAILED handler may have nominated this process or aborted:
+    // the vote goes out once the handlers ran.
+    if (!in_handler_) cast_votes();
 }
 
 // ------------------------------------------------------------ the calls
@@ -363,6 +374,7 @@ Status ProcessGroups::start_invite(ConstructArgs a, PgOp*& out) {
     o.leaders = {self()};
     o.flags = a.flags;
     o.info = std::move(a.info);
+    o.invite_nonce = o.nonce;
     out = &o;
     // A fresh track: an older invitation's outcome must not answer this one.
     tracks_.erase({uint8_t(PgOp::Kind::construct), o.name});
@@ -371,7 +383,11 @@ Status ProcessGroups::start_invite(ConstructArgs a, PgOp*& out) {
     t.invite_nonce = o.nonce;
     t.flags = o.flags;
     t.invitees = sorted_unique(std::move(a.procs));
+    // Each invitee learns the others and the flags: if this process dies
+    // they choose a new leader among themselves.
     Writer w = message(uint8_t(Type::invite), uint8_t(PgOp::Kind::construct), o.name, o.nonce);
+    w.put(o.flags);
+    w.procs(t.invitees);
     for (const Proc& p : t.invitees) send(peer_of(p), w.b);
     WEFT_LOG(debug, "group %s: invited %zu processes", o.name.c_str(), t.invitees.size());
     contribute(o);  // our own contribution: we are the tracker
@@ -384,14 +400,15 @@ Status ProcessGroups::join(const std::string& name, Proc leader, bool accept, st
     const char* fn = "weft_group_join";
     out = nullptr;
     auto it = invitations_.find(name);
-    if (it == invitations_.end() || it->second.leader != leader)
+    // After a re-selection the invitee may name either leader.
+    if (it == invitations_.end() || (it->second.leader != leader && it->second.first_leader != leader))
         return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: no invitation to %s from job %u rank %u", fn, name.c_str(),
                          leader.job, leader.rank);
-    const uint64_t invite_nonce = it->second.nonce;
+    const Invitation inv = std::move(it->second);
     invitations_.erase(it);
     if (!accept) {
-        Writer w = message(uint8_t(Type::decline), uint8_t(PgOp::Kind::construct), name, invite_nonce);
-        send(peer_of(leader), w.b);
+        Writer w = message(uint8_t(Type::decline), uint8_t(PgOp::Kind::construct), name, inv.nonce);
+        send(peer_of(inv.leader), w.b);
         WEFT_LOG(debug, "group %s: declined", name.c_str());
         return WEFT_OK;
     }
@@ -399,11 +416,21 @@ Status ProcessGroups::join(const std::string& name, Proc leader, bool accept, st
         return WEFT_FAIL(WEFT_ERR_BUSY, "%s: group %s exists here or is being built", fn, name.c_str());
     PgOp& o = new_op(PgOp::Kind::construct, name, timeout_ms);
     o.joiner = true;
-    o.invite_nonce = invite_nonce;
-    o.leaders = {leader};
+    o.invite_nonce = inv.nonce;
+    o.leaders = {inv.leader};
+    o.invitees = inv.invitees;
+    o.invite_flags = inv.flags;
+    o.round = inv.round;
     o.info = std::move(info);
     out = &o;
-    contribute(o);
+    if (gone(inv.leader)) {
+        // Its leader is already lost: not an acceptor of the leader that
+        // died; it waits for the others' selection (as an unanswered invitee).
+        o.late = true;
+        WEFT_LOG(debug, "group %s: accepted after the leader died, waiting for a new one", name.c_str());
+    } else {
+        contribute(o);
+    }
     deliver_events();
     return WEFT_OK;
 }
@@ -447,7 +474,7 @@ void ProcessGroups::step_invite(Track& t) {
     o.members = std::move(members);
     o.flags = t.flags;
     if (t.flags & WEFT_GROUP_ASSIGN_CONTEXT_ID) {
-        o.context_id = (1ull << 63) | (uint64_t(rt_.self_universe()) << 32) | next_cid_++;
+        o.context_id = group_context_id(rt_.self_universe(), next_cid_++);
         if (next_cid_ == 0) next_cid_ = 1;
     }
     decide(t, std::move(o));
@@ -550,9 +577,8 @@ std::vector<uint8_t> ProcessGroups::encode_contrib(const PgOp& op) const {
 void ProcessGroups::contribute(PgOp& op) {
     op.tracker = tracker_for(op);
     if (op.tracker == UINT32_MAX && op.joiner) {
-        WEFT_LOG(debug, "group %s: the leader died before the outcome", op.name.c_str());
-        raise(WEFT_GROUP_EVENT_LEADER_FAILED, op.name, op.leaders.front());
-        raise(WEFT_GROUP_EVENT_CONSTRUCT_ABORT, op.name, op.leaders.front());
+        lose_leader(op);
+        return;
     }
     if (op.tracker == UINT32_MAX) {
         finish(op, op.kind == PgOp::Kind::construct ? WEFT_ERR_CONSTRUCT_ABORT : WEFT_ERR_PEER_FAILED);
@@ -610,6 +636,8 @@ void ProcessGroups::withdraw(PgOp& op, Status why) {
 
 void ProcessGroups::advance(PgOp& op) {
     if (op.done) return;
+    if (op.leaderless) try_select(op);
+    if (op.done) return;
     if (op.tracker != UINT32_MAX) {
         const uint32_t want = tracker_for(op);
         if (want != op.tracker) {
@@ -653,6 +681,7 @@ void ProcessGroups::apply(PgOp& op, const Outcome& o) {
         const Proc leader = op.inviter ? self() : op.leaders.front();
         if (o.status == WEFT_OK) raise(WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE, op.name, leader);
         if (o.status == WEFT_ERR_CONSTRUCT_ABORT) raise(WEFT_GROUP_EVENT_CONSTRUCT_ABORT, op.name, leader);
+        if (o.status != WEFT_OK) remember_join_end(op.invite_nonce, o.status);
     }
     if (op.kind == PgOp::Kind::construct) {
         if (o.status == WEFT_OK) {
@@ -662,6 +691,7 @@ void ProcessGroups::apply(PgOp& op, const Outcome& o) {
             g.infos = o.infos;
             g.context_id = o.context_id;
             g.flags = o.flags;
+            g.invite_nonce = op.invite_nonce;
             for (const Proc& p : o.failed) {
                 g.reported_failed.insert(p);
                 raise(WEFT_GROUP_EVENT_MEMBER_FAILED, op.name, p);
@@ -682,6 +712,248 @@ void ProcessGroups::apply(PgOp& op, const Outcome& o) {
         destructed_.emplace_back(op.name, o.status);
     }
     finish(op, o.status);
+}
+
+// ---------------------------------------------------- as a communicator
+Status ProcessGroups::make_comm(const std::string& name, Comm*& out) {
+    const char* fn = "weft_group_comm";
+    out = nullptr;
+    const PGroup* g = find(name);
+    if (!g) return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: this process is not in a group %s", fn, name.c_str());
+    if (!g->context_id)
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: group %s has no context ID (construct it with ASSIGN_CONTEXT_ID)", fn,
+                         name.c_str());
+    std::vector<uint32_t> members;
+    for (const Proc& p : g->members) {
+        // A communicator's members are ranks of this job (its peers and its
+        // state windows span one job): a group over several jobs is not one
+        // yet.
+        if (p.job != rt_.job())
+            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: group %s has members of job %u; a communicator spans one job",
+                             fn, name.c_str(), p.job);
+        members.push_back(p.rank);
+    }
+    // The group's context ID is the communicator's: bit 61 keeps it apart
+    // from every ID a communicator creation makes.
+    return eng_.registry().from_members(g->context_id, std::move(members), out);
+}
+
+// ------------------------------------------------- leader re-selection
+// Seed 6.5.3.6.2. The acceptors of a leader that died vote: each one's
+// LEADER_FAILED handler may nominate it or abort; then it sends its vote
+// to every other invitee (who learned each other from the INVITE). An
+// invitee that has not accepted answers "pending", one that declined (or
+// knows nothing of it) "declined", and one that already holds the outcome
+// of that invitation sends the outcome. Once an acceptor holds a vote from
+// every live invitee it decides, the same everywhere: any abort aborts;
+// else the lowest nominee leads; no nominee aborts. The acceptors then go
+// on with the new leader as inviter (round + 1 if it dies too); the
+// pending invitees are told the outcome (SELECTED).
+void ProcessGroups::lose_leader(PgOp& op) {
+    op.tracker = UINT32_MAX;
+    if (op.late || op.leaderless) return;
+    WEFT_LOG(debug, "group %s: leader job %u rank %u died before the outcome (round %u)", op.name.c_str(),
+             op.leaders.front().job, op.leaders.front().rank, op.round);
+    op.leaderless = true;
+    op.vote = 0;
+    op.lost_leaders.insert(op.leaders.front());
+    raise(WEFT_GROUP_EVENT_LEADER_FAILED, op.name, op.leaders.front());
+}
+
+Status ProcessGroups::nominate(const std::string& name) {
+    return answer_selection(name, vote_nominate, "weft_group_nominate");
+}
+
+Status ProcessGroups::abort_construct(const std::string& name) {
+    return answer_selection(name, vote_abort, "weft_group_abort");
+}
+
+Status ProcessGroups::answer_selection(const std::string& name, uint8_t vote, const char* fn) {
+    PgOp* op = op_for(PgOp::Kind::construct, name);
+    if (!op || !op->leaderless)
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: no construct of %s here lost its leader", fn, name.c_str());
+    if (op->vote != 0)
+        return WEFT_FAIL(WEFT_ERR_BUSY, "%s: this process already answered the selection of %s", fn, name.c_str());
+    op->vote = vote;
+    WEFT_LOG(debug, "group %s: %s after the leader's death", name.c_str(),
+             vote == vote_nominate ? "nominating this process" : "aborting the construct");
+    return WEFT_OK;
+}
+
+void ProcessGroups::cast_votes() {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+        PgOp& op = *ops_[i];
+        if (op.done || !op.leaderless || op.votes.count({op.round, self()})) continue;
+        if (op.vote == 0) op.vote = vote_accepted;
+        op.votes[{op.round, self()}] = op.vote;
+        for (const Proc& p : op.invitees)
+            if (p != self() && !gone(p)) send_vote(op, peer_of(p), op.vote, false);
+    }
+}
+
+void ProcessGroups::send_vote(const PgOp& op, uint32_t peer, uint8_t vote, bool reply) {
+    Writer w = message(uint8_t(Type::vote), uint8_t(PgOp::Kind::construct), op.name, op.invite_nonce);
+    w.put(op.round);
+    w.put(vote);
+    w.put(uint8_t(reply));
+    w.put(op.nonce);
+    send(peer, w.b);
+}
+
+void ProcessGroups::remember_join_end(uint64_t invite_nonce, Status st) {
+    if (joins_ended_.size() >= keep_destructed) joins_ended_.erase(joins_ended_.begin());
+    joins_ended_.emplace_back(invite_nonce, st);
+}
+
+void ProcessGroups::on_vote(const std::string& name, Proc from, uint32_t peer, uint64_t invite_nonce, uint32_t round,
+                            uint8_t vote, bool reply, uint64_t voter_nonce) {
+    PgOp* op = op_for(PgOp::Kind::construct, name);
+    if (op && op->joiner && op->invite_nonce == invite_nonce) {
+        if (op->late) {
+            if (!reply) {
+                PgOp answer = *op;
+                answer.round = round;
+                send_vote(answer, peer, vote_pending, true);
+            }
+            return;
+        }
+        // Kept until this acceptor notices the death and votes itself.
+        op->votes.emplace(std::make_pair(round, from), vote);
+        if (vote == vote_pending) op->pending_voters.insert(from);
+        return;
+    }
+    if (reply || (op && op->inviter)) return;  // a new leader already: the voters decide the same
+    auto answer = [&](uint8_t v) {
+        Writer w = message(uint8_t(Type::vote), uint8_t(PgOp::Kind::construct), name, invite_nonce);
+        w.put(round);
+        w.put(v);
+        w.put(uint8_t(1));
+        w.put(uint64_t(0));
+        send(peer, w.b);
+    };
+    auto inv = invitations_.find(name);
+    if (inv != invitations_.end() && inv->second.nonce == invite_nonce) return answer(vote_pending);
+    // The outcome of that invitation, if this process has it: the voter
+    // adopts it (a decided outcome is never replaced).
+    Outcome o;
+    auto g = groups_.find(name);
+    if (g != groups_.end() && g->second.invite_nonce == invite_nonce) {
+        o.members = g->second.members;
+        o.infos = g->second.infos;
+        o.context_id = g->second.context_id;
+        o.flags = g->second.flags;
+        send(peer, encode_result(PgOp::Kind::construct, name, voter_nonce, o));
+        return;
+    }
+    for (const auto& [n, st] : joins_ended_)
+        if (n == invite_nonce) {
+            o.status = st;
+            send(peer, encode_result(PgOp::Kind::construct, name, voter_nonce, o));
+            return;
+        }
+    answer(vote_declined);
+}
+
+void ProcessGroups::try_select(PgOp& op) {
+    if (!op.leaderless || !op.votes.count({op.round, self()})) return;
+    bool abort = false;
+    std::optional<Proc> leader;
+    std::set<Proc> declined;
+    for (const Proc& p : op.invitees) {
+        // A vote that arrived counts even if its voter died since: the
+        // others most likely hold it too (if some do not, the nominee they
+        // chose is dead and the next round, or the outcome the others
+        // hold, settles it).
+        auto v = op.votes.find({op.round, p});
+        if (v == op.votes.end() && p != self() && gone(p)) continue;
+        if (v == op.votes.end()) return;  // still to answer
+        if (v->second == vote_abort) abort = true;
+        if (v->second == vote_declined) declined.insert(p);
+        if (v->second == vote_nominate && !leader) leader = p;  // invitees are sorted: the lowest
+    }
+    Writer w = message(uint8_t(Type::selected), uint8_t(PgOp::Kind::construct), op.name, op.invite_nonce);
+    w.put(uint8_t(leader && !abort));
+    w.put(leader ? leader->job : 0u);
+    w.put(leader ? leader->rank : 0u);
+    w.put(op.round + 1);  // the round a failure of the new leader starts
+    for (const Proc& p : op.pending_voters)
+        if (!gone(p)) send(peer_of(p), w.b);
+    op.pending_voters.clear();
+    const Proc lost = op.leaders.front();
+    if (abort || !leader) {
+        WEFT_LOG(debug, "group %s: %s after the leader's death", op.name.c_str(),
+                 abort ? "a participant aborted" : "no leader was nominated");
+        raise(WEFT_GROUP_EVENT_CONSTRUCT_ABORT, op.name, lost);
+        remember_join_end(op.invite_nonce, WEFT_ERR_CONSTRUCT_ABORT);
+        finish(op, WEFT_ERR_CONSTRUCT_ABORT);
+        return;
+    }
+    WEFT_LOG(debug, "group %s: job %u rank %u selected as leader", op.name.c_str(), leader->job, leader->rank);
+    raise(WEFT_GROUP_EVENT_LEADER_SELECTED, op.name, *leader);
+    op.leaderless = false;
+    op.votes.clear();
+    ++op.round;
+    if (*leader == self()) return become_leader(op, declined);
+    op.leaders = {*leader};
+    contribute(op);
+}
+
+void ProcessGroups::become_leader(PgOp& op, const std::set<Proc>& declined) {
+    op.joiner = false;
+    op.inviter = true;
+    op.leader = true;
+    op.leaders = {self()};
+    op.flags = op.invite_flags;
+    // Acceptances that reached us before we knew we lead are kept.
+    std::vector<std::pair<Proc, Contribution>> early;
+    auto old = tracks_.find({uint8_t(PgOp::Kind::construct), op.name});
+    if (old != tracks_.end()) {
+        for (auto& [p, c] : old->second.contribs)
+            if (c.invite_nonce == op.invite_nonce) early.emplace_back(p, std::move(c));
+        tracks_.erase(old);
+    }
+    Track& t = track(PgOp::Kind::construct, op.name);
+    t.invite = true;
+    t.invite_nonce = op.invite_nonce;
+    t.flags = op.invite_flags;
+    // A nominee that died as it took over was a leader, reported as such
+    // (LEADER_FAILED), not a failed invitee.
+    for (const Proc& p : op.invitees)
+        if (p != self() && !op.lost_leaders.count(p)) t.invitees.push_back(p);
+    t.declined = declined;
+    for (auto& [p, c] : early) t.contribs[p] = std::move(c);
+    WEFT_FAULT_POINT("group.invite.new_leader");
+    contribute(op);
+}
+
+void ProcessGroups::on_selected(const std::string& name, uint64_t invite_nonce, bool has_leader, Proc leader,
+                                uint32_t round) {
+    if (PgOp* op = op_for(PgOp::Kind::construct, name); op && op->late && op->invite_nonce == invite_nonce) {
+        if (!has_leader) {
+            raise(WEFT_GROUP_EVENT_CONSTRUCT_ABORT, name, op->leaders.front());
+            remember_join_end(invite_nonce, WEFT_ERR_CONSTRUCT_ABORT);
+            finish(*op, WEFT_ERR_CONSTRUCT_ABORT);
+            return;
+        }
+        raise(WEFT_GROUP_EVENT_LEADER_SELECTED, name, leader);
+        op->late = false;
+        op->leaders = {leader};
+        op->round = round;
+        if (leader == self()) return;  // cannot be: a late joiner does not vote to lead
+        contribute(*op);
+        return;
+    }
+    auto inv = invitations_.find(name);
+    if (inv == invitations_.end() || inv->second.nonce != invite_nonce) return;
+    if (!has_leader) {
+        raise(WEFT_GROUP_EVENT_CONSTRUCT_ABORT, name, inv->second.first_leader);
+        invitations_.erase(inv);
+        return;
+    }
+    if (inv->second.leader == leader) return;  // told by another acceptor already
+    inv->second.leader = leader;
+    inv->second.round = round;
+    raise(WEFT_GROUP_EVENT_LEADER_SELECTED, name, leader);
 }
 
 // --------------------------------------------------------- tracker side
@@ -917,7 +1189,7 @@ void ProcessGroups::step(Track& t) {
         // Unique in the launch while the group lives, with no allocator: bit
         // 63 (job communicators never set it), the tracker's universe index
         // and its own counter.
-        o.context_id = (1ull << 63) | (uint64_t(rt_.self_universe()) << 32) | next_cid_++;
+        o.context_id = group_context_id(rt_.self_universe(), next_cid_++);
         if (next_cid_ == 0) next_cid_ = 1;
     }
     o.status = WEFT_OK;
@@ -1175,9 +1447,29 @@ void ProcessGroups::handle(const Msg& m) {
             return;
         }
         case Type::invite: {
-            if (kind != PgOp::Kind::construct) return bad();
-            invitations_[name] = Invitation{from, nonce, Deadline::after_ns(keep_track_ns)};
+            const uint32_t flags = r.get<uint32_t>();
+            std::vector<Proc> invitees = r.procs();
+            if (!r.ok || kind != PgOp::Kind::construct || !contains(invitees, self())) return bad();
+            invitations_[name] =
+                Invitation{from, from, nonce, flags, 0, std::move(invitees), Deadline::after_ns(keep_track_ns)};
             raise(WEFT_GROUP_EVENT_INVITED, name, from);
+            return;
+        }
+        case Type::vote: {
+            const uint32_t round = r.get<uint32_t>();
+            const uint8_t vote = r.get<uint8_t>();
+            const bool reply = r.get<uint8_t>() != 0;
+            const uint64_t voter_nonce = r.get<uint64_t>();
+            if (!r.ok || kind != PgOp::Kind::construct || vote < vote_nominate || vote > vote_pending) return bad();
+            on_vote(name, from, m.peer, nonce, round, vote, reply, voter_nonce);
+            return;
+        }
+        case Type::selected: {
+            const bool has_leader = r.get<uint8_t>() != 0;
+            const Proc leader{r.get<uint32_t>(), r.get<uint32_t>()};
+            const uint32_t round = r.get<uint32_t>();
+            if (!r.ok || kind != PgOp::Kind::construct) return bad();
+            on_selected(name, nonce, has_leader, leader, round);
             return;
         }
         case Type::decline: {

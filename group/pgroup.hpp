@@ -27,6 +27,11 @@
 //     sends it back (RESULT), and the new tracker hands that same outcome
 //     to the rest. A decided outcome is never replaced, so the survivors of
 //     a tracker that died mid-broadcast all get what some already got.
+//   - invite method: the inviter tracks; if it (or a later leader) dies,
+//     the acceptors VOTE among the invitees (nominate / abort / accepted;
+//     the others answer pending or declined, or with the outcome they
+//     hold), decide alike, and go on under the lowest nominee (SELECTED
+//     tells the pending invitees).
 // Two message latencies when nothing fails; the tracker sends N - 1
 // results (docs/groups.md has the counts).
 //
@@ -59,6 +64,7 @@ struct PGroup {
     std::vector<std::vector<uint8_t>> infos;
     uint64_t context_id = 0;  // 0: none assigned
     uint32_t flags = 0;
+    uint64_t invite_nonce = 0;       // formed by the invite method: that invitation
     std::set<Proc> reported_failed;  // MEMBER_FAILED already raised for them
 };
 
@@ -78,7 +84,18 @@ struct PgOp {
     bool inviter = false;       // invite method: this process leads
     bool joiner = false;        // invite method: this process accepted
     uint64_t invite_nonce = 0;  // a joiner: the invitation it answers
-    bool discovering = false;   // a bootstrap leader still finding the others
+    // Invite method, leader re-selection (docs/groups.md): every invitee,
+    // and the invitation's flags, from the INVITE.
+    std::vector<Proc> invitees;
+    uint32_t invite_flags = 0;
+    bool late = false;            // a joiner that accepted after its leader died: waits for a selection
+    bool leaderless = false;      // an acceptor whose leader died: voting on a new one
+    uint32_t round = 0;           // leader failures seen
+    std::set<Proc> lost_leaders;  // leaders that died (not failed invitees for a new leader)
+    uint8_t vote = 0;             // this acceptor's vote in the round (Vote); 0: not cast yet
+    std::map<std::pair<uint32_t, Proc>, uint8_t> votes;  // (round, voter) -> vote
+    std::set<Proc> pending_voters;                       // invitees that answered "pending"
+    bool discovering = false;                            // a bootstrap leader still finding the others
     Deadline deadline{0};
     Deadline grace{0};              // after a withdraw: how long to wait for the tracker's outcome
     uint32_t tracker = UINT32_MAX;  // the peer we contributed to
@@ -116,6 +133,10 @@ public:
     Status join(const std::string& name, Proc leader, bool accept, std::vector<uint8_t> info, uint32_t timeout_ms,
                 PgOp*& op);
     Status leave(const std::string& name);
+    // After LEADER_FAILED: this acceptor nominates itself as the new
+    // leader, or ends the construct for every participant.
+    Status nominate(const std::string& name);
+    Status abort_construct(const std::string& name);
     Status cancel(PgOp& op);
     // Waits for op (blocking calls), then reaps it.
     Status wait(PgOp& op);
@@ -125,6 +146,11 @@ public:
     // True on the thread running a group event handler: it already holds
     // the context's lock (MULTIPLE), so a call it makes must not take it.
     static bool on_handler_thread();
+
+    // The group as a communicator (weft_group_comm): collective over its
+    // members; needs a context ID and, today, members of this job only.
+    Status make_comm(const std::string& name, Comm*& out);
+    Engine& engine() { return eng_; }
 
     const PGroup* find(const std::string& name) const;
     PgOp* op_by_nonce(uint64_t nonce);  // a started op not reaped yet (C handles name ops by nonce)
@@ -142,7 +168,22 @@ public:
     }
 
 private:
-    enum class Type : uint8_t { contrib = 1, added, result, withdraw, query, left, hello, bye, invite, decline };
+    enum class Type : uint8_t {
+        contrib = 1,
+        added,
+        result,
+        withdraw,
+        query,
+        left,
+        hello,
+        bye,
+        invite,
+        decline,
+        vote,
+        selected
+    };
+    // A participant's answer in a leader re-selection round.
+    enum Vote : uint8_t { vote_nominate = 1, vote_accepted, vote_abort, vote_declined, vote_pending };
 
     struct Contribution {
         uint32_t peer = 0;
@@ -215,6 +256,17 @@ private:
     void advance(PgOp& op);
     void apply(PgOp& op, const Outcome& o);
     void finish(PgOp& op, Status st);
+    // Leader re-selection (invite method).
+    void lose_leader(PgOp& op);
+    Status answer_selection(const std::string& name, uint8_t vote, const char* fn);
+    void cast_votes();
+    void send_vote(const PgOp& op, uint32_t peer, uint8_t vote, bool reply);
+    void on_vote(const std::string& name, Proc from, uint32_t peer, uint64_t invite_nonce, uint32_t round, uint8_t vote,
+                 bool reply, uint64_t voter_nonce);
+    void try_select(PgOp& op);
+    void on_selected(const std::string& name, uint64_t invite_nonce, bool has_leader, Proc leader, uint32_t round);
+    void become_leader(PgOp& op, const std::set<Proc>& declined);
+    void remember_join_end(uint64_t invite_nonce, Status st);
     PgOp* op_for(PgOp::Kind kind, const std::string& name);
 
     // Tracker side.
@@ -261,14 +313,21 @@ private:
     std::map<std::string, std::vector<Hello>> hellos_;
     // Invitations received and not answered: name -> leader, its nonce.
     struct Invitation {
-        Proc leader;
+        Proc leader;        // a new one after a re-selection
+        Proc first_leader;  // the inviter
         uint64_t nonce;
+        uint32_t flags;
+        uint32_t round;  // re-selections so far
+        std::vector<Proc> invitees;
         Deadline expires;
     };
     std::map<std::string, Invitation> invitations_;
     // Destructs this process completed, for a new tracker's QUERY: name ->
     // status (bounded: the oldest go first).
     std::vector<std::pair<std::string, Status>> destructed_;
+    // Invite-method constructs this process joined that did not form a
+    // group (invitation nonce -> status), for a re-selection's votes.
+    std::vector<std::pair<uint64_t, Status>> joins_ended_;
     std::vector<uint8_t> gone_;  // by peer: departed or failed (on_peer_gone)
     struct Handler {
         uint64_t id;

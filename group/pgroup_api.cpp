@@ -5,6 +5,7 @@
 // into statuses, as the other api files do. A non-blocking operation's
 // handle names the operation by its nonce, so a stale or finalized handle
 // is recognised, never dereferenced.
+#include "group/ft.hpp"
 #include "group/pgroup.hpp"
 #include "transport/api_entry.hpp"
 
@@ -274,6 +275,29 @@ weft_status_t weft_group_join(weft_context_t ctx, const char* name, weft_proc_t 
 weft_status_t weft_group_leave(weft_context_t ctx, const char* name) {
     return with_groups(ctx, name, true, __func__,
                        [&](Runtime&, ProcessGroups& pg) -> Status { return pg.leave(name); });
+}
+
+weft_status_t weft_group_comm(weft_context_t ctx, const char* name, weft_comm_t* comm) {
+    const char* fn = __func__;
+    if (Status st = weft::api::not_null(comm, "comm", fn)) return st;
+    *comm = nullptr;
+    return with_groups(ctx, name, true, fn, [&](Runtime&, ProcessGroups& pg) -> Status {
+        if (Status st = no_handler_blocking(pg, fn)) return st;
+        weft::group::Comm* c = nullptr;
+        if (Status st = pg.make_comm(name, c)) return st;
+        *comm = weft::group::new_comm_handle(pg.engine(), c, nullptr);
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_group_nominate(weft_context_t ctx, const char* name) {
+    return with_groups(ctx, name, true, __func__,
+                       [&](Runtime&, ProcessGroups& pg) -> Status { return pg.nominate(name); });
+}
+
+weft_status_t weft_group_abort(weft_context_t ctx, const char* name) {
+    return with_groups(ctx, name, true, __func__,
+                       [&](Runtime&, ProcessGroups& pg) -> Status { return pg.abort_construct(name); });
 }
 
 weft_status_t weft_group_op_test(weft_group_op_t* op, int* done) {

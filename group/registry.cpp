@@ -230,13 +230,19 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     // exchange slots on it once each has one (as create_from_ranks does):
     // the release barriers that free those slots need the other members to
     // have left this call, or at least to progress in it.
+    return make_exchanging_slots(id, std::move(members), std::move(slots), std::move(uses), slot, out);
+}
+
+Status Registry::make_exchanging_slots(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
+                                       std::vector<uint16_t> uses, uint32_t slot, Comm*& out) {
     Comm* c = nullptr;
-    st = make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, c);
+    Status st = make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, c);
     if (st != WEFT_OK) return st;
-    c->slots_known = false;
+    c->slots_known = false;  // nobody can raise its target before this exchange
     if (slot == no_slot && wait_for_slot(slot, rt_.op_deadline())) assign_slot(*c, slot);
     const uint64_t my_word = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
     std::vector<uint64_t> words(c->size, 0);
+    Request* r = nullptr;
     st = eng_.coll().allgather_start(*c, &my_word, sizeof my_word, words.data(), r);
     if (st == WEFT_OK) st = run_blocking(r);
     if (st == WEFT_OK) st = apply_slot_words(*c, words);
@@ -246,6 +252,19 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     }
     out = c;
     return WEFT_OK;
+}
+
+Status Registry::from_members(uint64_t id, std::vector<uint32_t> members, Comm*& out) {
+    out = nullptr;
+    for (const auto& c : comms_)
+        if (c->id == id)
+            return WEFT_FAIL(WEFT_ERR_BUSY, "communicator %llx exists here already (or is still being released)",
+                             static_cast<unsigned long long>(id));
+    uint32_t slot = no_slot;
+    if (!take_slot(slot)) slot = no_slot;  // one coming back is waited for on the new communicator
+    const size_t n = members.size();
+    return make_exchanging_slots(id, std::move(members), std::vector<uint32_t>(n, 0), std::vector<uint16_t>(n, 0), slot,
+                                 out);
 }
 
 Status Registry::dup(Comm& parent, Comm*& out) { return split(parent, 0, static_cast<int32_t>(parent.rank), out); }

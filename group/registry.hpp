@@ -10,9 +10,9 @@
 // communicator is built, so a drain knows where each member keeps this
 // communicator's clock.
 //
-// PMIx-style process groups will be a registry of their own beside this
-// one (group/README.md): they take IDs from next_context_counter and clock
-// slots through take_slot, and reuse the create/release hooks.
+// PMIx-style process groups (group/pgroup.hpp) keep their own state; a
+// group with a context ID becomes a communicator here (from_members),
+// under the group's ID (bit 61 set: never one of these).
 //
 // Thread affinity: the Engine's (the API lock when MULTIPLE).
 #pragma once
@@ -41,6 +41,10 @@ public:
     Status dup(Comm& parent, Comm*& out);
     Status split(Comm& parent, int32_t color, int32_t key, Comm*& out);
     Status create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out);
+    // A communicator over members (job ranks, in its rank order) under a
+    // context ID they all already agree on (a process group's): collective
+    // over the members, who exchange clock slots on it.
+    Status from_members(uint64_t id, std::vector<uint32_t> members, Comm*& out);
     // create_from_ranks in steps that never block (weft_comm_ishrink): start
     // it, then advance it from progress until it says it is done (`status`,
     // and `comm` on success); abandon it at a deadline. It must not move
@@ -89,6 +93,10 @@ public:
 private:
     Status make_comm(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
                      std::vector<uint16_t> slot_uses, uint32_t my_slot, Comm*& out);
+    // make_comm, then every member learns every member's clock slot (a
+    // collective on the new communicator, its first).
+    Status make_exchanging_slots(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
+                                 std::vector<uint16_t> uses, uint32_t slot, Comm*& out);
     bool take_slot(uint32_t& slot);
     void give_back_slot(uint32_t slot);
     bool slot_coming() const;

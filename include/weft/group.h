@@ -37,6 +37,7 @@
 #define WEFT_GROUP_H
 
 #include <weft/weft.h>
+#include <weft/comm.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -133,14 +134,29 @@ weft_status_t weft_group_invite_nb(weft_context_t ctx, const char* name, const w
 /* An invitee's answer to leader's invitation (accept = 1 or 0). Accepting
  * starts an operation that completes with the outcome (WEFT_OK: a member;
  * WEFT_ERR_CONSTRUCT_ABORT; WEFT_ERR_TIMEOUT if the acceptance came after
- * the leader's timeout; a LEADER_FAILED event and CONSTRUCT_ABORT if the
- * leader died first); declining completes at once (*op = NULL: nothing to
- * wait for). opts: info, timeout_ms.
+ * the leader's timeout); declining completes at once (*op = NULL: nothing
+ * to wait for). opts: info, timeout_ms.
+ * If the leader dies first, every acceptor gets WEFT_GROUP_EVENT_LEADER_FAILED
+ * and the construct goes on under a new leader when one acceptor nominates
+ * itself (weft_group_nominate, e.g. from that handler): then every acceptor
+ * and every invitee that has not answered gets LEADER_SELECTED naming it (a
+ * join may name either leader). With no nominee, or when an acceptor calls
+ * weft_group_abort, each acceptor gets CONSTRUCT_ABORT and its join ends
+ * with WEFT_ERR_CONSTRUCT_ABORT.
  * The blocking form from an event handler returns WEFT_ERR_WOULD_BLOCK. */
 weft_status_t weft_group_join(weft_context_t ctx, const char* name, weft_proc_t leader, int accept,
                               const weft_group_options_t* opts);
 weft_status_t weft_group_join_nb(weft_context_t ctx, const char* name, weft_proc_t leader, int accept,
                                  const weft_group_options_t* opts, weft_group_op_t* op);
+
+/* After WEFT_GROUP_EVENT_LEADER_FAILED (from its handler, or before this
+ * process's answer went out): nominate this acceptor as the construct's new
+ * leader, or abort the construct for every participant. When several
+ * nominate themselves, the lowest (job, rank) leads. WEFT_ERR_NOT_FOUND
+ * when no construct of name here lost its leader; WEFT_ERR_BUSY when this
+ * process already answered the round. */
+weft_status_t weft_group_nominate(weft_context_t ctx, const char* name);
+weft_status_t weft_group_abort(weft_context_t ctx, const char* name);
 
 /* Not collective: tells the other members and forgets the group here. An
  * in-flight construct of that name here ends with WEFT_ERR_CANCELED. */
@@ -179,6 +195,16 @@ weft_status_t weft_group_jobs(weft_context_t ctx, const char* name, weft_group_j
  * launch's order (two processes on one host get the same index). */
 weft_status_t weft_proc_node(weft_context_t ctx, weft_proc_t proc, uint32_t* node);
 
+/* The group as a communicator: collective over its members. Its ranks are
+ * the members in the group's order, its context ID the group's; point to
+ * point, collectives, the drain's Collective Clock and the fault-tolerance
+ * calls work on it. Free it (weft_comm_free) before destructing the group.
+ * WEFT_ERR_NOT_FOUND: no such group here, or it has no context ID
+ * (construct with WEFT_GROUP_ASSIGN_CONTEXT_ID); WEFT_ERR_UNSUPPORTED: its
+ * members come from more than this job (not yet); WEFT_ERR_BUSY: its
+ * communicator exists already. */
+weft_status_t weft_group_comm(weft_context_t ctx, const char* name, weft_comm_t* comm);
+
 /* ---------------------------------------------------------------- events */
 
 typedef enum weft_group_event {
@@ -188,7 +214,8 @@ typedef enum weft_group_event {
     WEFT_GROUP_EVENT_INVITE_FAILED = 4,      /* at the leader; proc: an invitee that declined, died or stayed silent */
     WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE = 5, /* invite method, every member; proc: the leader */
     WEFT_GROUP_EVENT_CONSTRUCT_ABORT = 6,    /* invite method, every acceptor; proc: the leader */
-    WEFT_GROUP_EVENT_LEADER_FAILED = 7       /* an acceptor's leader died first; proc: the leader */
+    WEFT_GROUP_EVENT_LEADER_FAILED = 7,      /* an acceptor's leader died first; proc: the leader */
+    WEFT_GROUP_EVENT_LEADER_SELECTED = 8     /* every acceptor and unanswered invitee; proc: the new leader */
 } weft_group_event_t;
 
 typedef void (*weft_group_event_fn)(void* arg, weft_group_event_t event, const char* name, weft_proc_t proc);

@@ -10,6 +10,8 @@
 #include "transport/runtime.hpp"
 
 #include <weft/comm.h>
+#include <weft/drain.h>
+#include <weft/ft.h>
 #include <weft/group.h>
 #include <weft/version.h>
 
@@ -79,6 +81,10 @@ struct Events {
     weft_status_t join_status = WEFT_ERR_NOT_FOUND, blocking_join = WEFT_OK;
     weft_group_op_t join_op = nullptr;
     weft_proc_t inviter{};
+    // Leader re-selection: what this process answers LEADER_FAILED with
+    // (0 nothing, 'n' nominate itself, 'a' abort) and the call's status.
+    char on_leader_failed = 0;
+    weft_status_t reselect_status = WEFT_ERR_NOT_FOUND;
     bool saw(weft_group_event_t ev) const {
         for (const auto& [e, p] : seen)
             if (e == ev) return true;
@@ -91,6 +97,14 @@ void on_event(void* arg, weft_group_event_t ev, const char* name, weft_proc_t p)
     e->name = name;
     if (e->try_blocking) e->blocking_from_handler = weft_group_construct(ctx, "from-handler", nullptr, 0, nullptr);
     if (ev == WEFT_GROUP_EVENT_INVITED) e->inviter = p;
+    if (ev == WEFT_GROUP_EVENT_LEADER_FAILED && e->on_leader_failed == 'n')
+        e->reselect_status = weft_group_nominate(ctx, name);
+    // The second round: nominate when the leader that failed is the first
+    // nominee (rank 1).
+    if (ev == WEFT_GROUP_EVENT_LEADER_FAILED && e->on_leader_failed == '2' && p.rank == 1)
+        e->reselect_status = weft_group_nominate(ctx, name);
+    if (ev == WEFT_GROUP_EVENT_LEADER_FAILED && e->on_leader_failed == 'a')
+        e->reselect_status = weft_group_abort(ctx, name);
     if (ev == WEFT_GROUP_EVENT_INVITED && e->answer >= 0) {
         e->blocking_join = weft_group_join(ctx, name, p, 1, nullptr);  // must not block here
         e->join_status = weft_group_join_nb(ctx, name, p, e->answer, nullptr, &e->join_op);
@@ -563,6 +577,72 @@ TEST_F(Groups, GroupNamesInProcsAreExpanded) {
 // 100 construct/destruct cycles leave no operation behind and at most the
 // last construct and destruct outcome of the name (kept a few seconds for
 // late resends and a new tracker's queries).
+// Item 4: a group with a context ID is a communicator: its ranks in the
+// group's order (here the reverse of the job's), its context ID the
+// group's; point-to-point, a collective, agreement and a drain that buffers
+// a message in flight on it.
+TEST_F(Groups, GroupWithContextIdIsACommunicator) {
+    auto procs = all_procs();
+    std::vector<weft_proc_t> order(procs.rbegin(), procs.rend());
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    o.final_order = order.data();
+    o.n_final_order = order.size();
+    ASSERT_EQ(weft_group_construct(ctx, "as-comm", procs.data(), procs.size(), &o), WEFT_OK);
+    weft_comm_t gc = nullptr;
+    ASSERT_EQ(weft_group_comm(ctx, "as-comm", &gc), WEFT_OK);
+    uint32_t crank = 0, csize = 0;
+    uint64_t cid = 0, gid = 0;
+    ASSERT_EQ(weft_comm_rank(gc, &crank), WEFT_OK);
+    ASSERT_EQ(weft_comm_size(gc, &csize), WEFT_OK);
+    EXPECT_EQ(csize, size);
+    EXPECT_EQ(crank, size - 1 - rank) << "ranks in the group's order";
+    ASSERT_EQ(weft_comm_context_id(gc, &cid), WEFT_OK);
+    ASSERT_EQ(weft_group_context_id(ctx, "as-comm", &gid), WEFT_OK);
+    EXPECT_EQ(cid, gid);
+    weft_comm_t again = nullptr;
+    EXPECT_EQ(weft_group_comm(ctx, "as-comm", &again), WEFT_ERR_BUSY) << "one communicator per group";
+
+    // A message in flight on it while the job drains: buffered, then received.
+    const uint32_t to = (crank + 1) % csize, from = (crank + csize - 1) % csize;
+    const uint64_t out = 1000 + crank;
+    uint64_t in = 0;
+    weft_request_t send = nullptr;
+    ASSERT_EQ(weft_isend(gc, &out, 1, WEFT_UINT64, to, 7, &send), WEFT_OK);
+    // One rank asks, every rank waits for that drain (a drain each would
+    // leave a rank waiting in a second drain that the others, already in
+    // the next collective, need it to leave).
+    uint64_t number = 0;
+    if (rank == 0) {
+        ASSERT_EQ(weft_drain_request(ctx, &number), WEFT_OK);
+    }
+    weft_comm_t w = nullptr;
+    ASSERT_EQ(weft_comm_world(ctx, &w), WEFT_OK);
+    ASSERT_EQ(weft_bcast(w, &number, 1, WEFT_UINT64, 0), WEFT_OK);
+    weft_drain_result_t res{};
+    EXPECT_EQ(weft_drain_wait(ctx, number, 120000, &res), WEFT_OK);
+    weft_msg_status_t ms{};
+    ASSERT_EQ(weft_recv(gc, &in, 1, WEFT_UINT64, int32_t(from), 7, &ms), WEFT_OK);
+    EXPECT_EQ(in, 1000 + from);
+    EXPECT_EQ(weft_request_wait(&send, nullptr), WEFT_OK);
+
+    const uint64_t mine = crank;
+    uint64_t sum = 0;
+    ASSERT_EQ(weft_allreduce(gc, &mine, &sum, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(sum, uint64_t(size) * (size - 1) / 2);
+    int flag = 1;
+    EXPECT_EQ(weft_comm_agree(gc, &flag), WEFT_OK);
+    EXPECT_EQ(weft_comm_free(&gc), WEFT_OK);
+    EXPECT_EQ(weft_group_destruct(ctx, "as-comm", 0), WEFT_OK);
+
+    // No context ID, or no such group: NOT_FOUND.
+    ASSERT_EQ(weft_group_construct(ctx, "no-id", procs.data(), procs.size(), nullptr), WEFT_OK);
+    EXPECT_EQ(weft_group_comm(ctx, "no-id", &gc), WEFT_ERR_NOT_FOUND);
+    EXPECT_EQ(weft_group_comm(ctx, "never-built", &gc), WEFT_ERR_NOT_FOUND);
+    EXPECT_EQ(weft_group_comm(ctx, "no-id", nullptr), WEFT_ERR_INVALID_ARG);
+    EXPECT_EQ(weft_group_destruct(ctx, "no-id", 0), WEFT_OK);
+}
+
 TEST_F(Groups, HundredCyclesLeaveNothingBehind) {
     auto procs = all_procs();
     weft_group_options_t o{};
@@ -892,34 +972,78 @@ TEST(GroupFault, InviteeDiesUnanswered) {
 // Seed 6.5.3.6.2: the leader dies after some accepted: each of them gets
 // LEADER_FAILED naming it and its join ends CONSTRUCT_ABORT.
 TEST(GroupFault, LeaderDiesAfterAcceptances) {
+    // MP_PGROUP_SELECT: "nominate" (rank 1 nominates itself), "renominate"
+    // (rank 1 does, and dies as the new leader decides, before telling
+    // anyone; rank 2 nominates itself in
+    // the second round), "abort" (rank 2 aborts), anything else: nobody
+    // nominates.
+    const char* env = std::getenv("MP_PGROUP_SELECT");
+    const std::string mode = env ? env : "";
+    const bool second_round = mode == "renominate";
     FaultRun f;
+    if ((mode == "nominate" || second_round) && rank == 1) f.ev.on_leader_failed = 'n';
+    if (second_round && rank == 2) f.ev.on_leader_failed = '2';
+    if (mode == "abort" && rank == 2) f.ev.on_leader_failed = 'a';
     barrier();
     std::vector<weft_proc_t> others;
     for (uint32_t r = 1; r < size; ++r) others.push_back(proc(r));
-    const uint32_t slow = size - 1;  // answers only after the leader died
+    const uint32_t slow = size - 1;  // answers only after the leader died: "pending" in the vote
     if (rank == 0) {
+        weft_group_options_t o{};
+        o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
         weft_group_op_t op = nullptr;
-        ASSERT_EQ(weft_group_invite_nb(ctx, "orphans", others.data(), others.size(), nullptr, &op), WEFT_OK);
-        ASSERT_TRUE(progress_until([&] { return pgroups().contributions("orphans") == size - 1; }));
+        ASSERT_EQ(weft_group_invite_nb(ctx, "orphans", others.data(), others.size(), &o, &op), WEFT_OK);
+        ASSERT_TRUE(
+            progress_until([&] { return pgroups().contributions("orphans") == size - 1; }));  // its own and 1..size-2
         die_at("mp.pgroup.victim");
     }
+    weft_status_t st = WEFT_OK;
     if (rank != slow) {
         ASSERT_TRUE(answer_invitation(f.ev, "orphans", 1)) << "no invitation";
-    } else {
-        ASSERT_TRUE(progress_until([&] { return f.ev.saw(WEFT_GROUP_EVENT_INVITED); })) << "no invitation";
-    }
-    if (rank == slow) {
-        // Wait for the leader's death to be known, then accept.
-        uint32_t peer = 0;
-        ASSERT_EQ(weft_peer_lookup(ctx, job(), 0, &peer), WEFT_OK);
-        int failed = 0;
-        ASSERT_TRUE(progress_until([&] { return weft_peer_failed(ctx, peer, &failed) == WEFT_OK && failed; }));
-        EXPECT_EQ(weft_group_join(ctx, "orphans", proc(0), 1, nullptr), WEFT_ERR_CONSTRUCT_ABORT);
-    } else {
         ASSERT_EQ(f.ev.join_status, WEFT_OK);
-        EXPECT_EQ(weft_group_op_wait(&f.ev.join_op), WEFT_ERR_CONSTRUCT_ABORT);
+        st = weft_group_op_wait(&f.ev.join_op);
+        EXPECT_TRUE(f.ev.saw(WEFT_GROUP_EVENT_LEADER_FAILED)) << "no LEADER_FAILED";
+    } else {
+        // Not an acceptor when the leader died: told the selection's outcome.
+        ASSERT_TRUE(progress_until([&] {
+            return f.ev.saw(WEFT_GROUP_EVENT_LEADER_SELECTED) || f.ev.saw(WEFT_GROUP_EVENT_CONSTRUCT_ABORT);
+        })) << "no outcome of the selection reached the unanswered invitee";
+        EXPECT_FALSE(f.ev.saw(WEFT_GROUP_EVENT_LEADER_FAILED)) << "it was not watching the leader";
+        // A join may still name the first leader.
+        st = weft_group_join(ctx, "orphans", proc(0), 1, nullptr);
     }
-    EXPECT_TRUE(f.ev.saw(WEFT_GROUP_EVENT_LEADER_FAILED)) << "no LEADER_FAILED";
+    if (mode == "nominate" || second_round) {
+        const uint32_t leader = second_round ? 2 : 1;
+        EXPECT_EQ(st, WEFT_OK);
+        if (rank == leader) {
+            EXPECT_EQ(f.ev.reselect_status, WEFT_OK);
+        }
+        weft_proc_t last{};
+        for (const auto& [e, p] : f.ev.seen)
+            if (e == WEFT_GROUP_EVENT_LEADER_SELECTED) last = p;
+        EXPECT_EQ(last.rank, leader) << "the last LEADER_SELECTED names the nominee that leads";
+        EXPECT_TRUE(f.ev.saw(WEFT_GROUP_EVENT_CONSTRUCT_COMPLETE));
+        std::vector<weft_proc_t> m(size);
+        size_t n = 0;
+        ASSERT_EQ(weft_group_members(ctx, "orphans", m.data(), m.size(), &n), WEFT_OK);
+        ASSERT_EQ(n, size_t(size - leader)) << "the survivors, without the dead leaders";
+        for (size_t i = 0; i < n; ++i) EXPECT_EQ(m[i].rank, i + leader);
+        uint64_t cid = 0;
+        ASSERT_EQ(weft_group_context_id(ctx, "orphans", &cid), WEFT_OK);
+        EXPECT_EQ((cid >> 32) & ((1u << 29) - 1), leader) << "the new leader assigned the context ID";
+        EXPECT_EQ(weft_group_destruct(ctx, "orphans", 0), WEFT_OK) << "the re-led group is a normal group";
+    } else {
+        if (rank == slow) {
+            EXPECT_EQ(st, WEFT_ERR_NOT_FOUND) << "the invitation died with the construct";
+        } else {
+            EXPECT_EQ(st, WEFT_ERR_CONSTRUCT_ABORT);
+        }
+        EXPECT_TRUE(f.ev.saw(WEFT_GROUP_EVENT_CONSTRUCT_ABORT));
+        EXPECT_FALSE(f.ev.saw(WEFT_GROUP_EVENT_LEADER_SELECTED));
+        if (mode == "abort" && rank == 2) {
+            EXPECT_EQ(f.ev.reselect_status, WEFT_OK);
+        }
+    }
 }
 
 // Seed 6.5.3.4: a member dead before destruct fails it by default; with
