@@ -786,18 +786,20 @@ void ProcessGroups::cast_votes() {
         if (op.done || !op.leaderless || op.votes.count({op.round, self()})) continue;
         if (op.vote == 0) op.vote = vote_accepted;
         op.votes[{op.round, self()}] = op.vote;
+        const std::vector<uint8_t> msg = vote_message(op.name, op.invite_nonce, op.round, op.vote, false, op.nonce);
         for (const Proc& p : op.invitees)
-            if (p != self() && !gone(p)) send_vote(op, peer_of(p), op.vote, false);
+            if (p != self() && !gone(p)) send(peer_of(p), msg);
     }
 }
 
-void ProcessGroups::send_vote(const PgOp& op, uint32_t peer, uint8_t vote, bool reply) {
-    Writer w = message(uint8_t(Type::vote), uint8_t(PgOp::Kind::construct), op.name, op.invite_nonce);
-    w.put(op.round);
+std::vector<uint8_t> ProcessGroups::vote_message(const std::string& name, uint64_t invite_nonce, uint32_t round,
+                                                 uint8_t vote, bool reply, uint64_t voter_nonce) const {
+    Writer w = message(uint8_t(Type::vote), uint8_t(PgOp::Kind::construct), name, invite_nonce);
+    w.put(round);
     w.put(vote);
     w.put(uint8_t(reply));
-    w.put(op.nonce);
-    send(peer, w.b);
+    w.put(voter_nonce);
+    return std::move(w.b);
 }
 
 void ProcessGroups::remember_join_end(uint64_t invite_nonce, Status st) {
@@ -810,11 +812,7 @@ void ProcessGroups::on_vote(const std::string& name, Proc from, uint32_t peer, u
     PgOp* op = op_for(PgOp::Kind::construct, name);
     if (op && op->joiner && op->invite_nonce == invite_nonce) {
         if (op->late) {
-            if (!reply) {
-                PgOp answer = *op;
-                answer.round = round;
-                send_vote(answer, peer, vote_pending, true);
-            }
+            if (!reply) send(peer, vote_message(name, invite_nonce, round, vote_pending, true, op->nonce));
             return;
         }
         // Kept until this acceptor notices the death and votes itself.
@@ -823,14 +821,7 @@ void ProcessGroups::on_vote(const std::string& name, Proc from, uint32_t peer, u
         return;
     }
     if (reply || (op && op->inviter)) return;  // a new leader already: the voters decide the same
-    auto answer = [&](uint8_t v) {
-        Writer w = message(uint8_t(Type::vote), uint8_t(PgOp::Kind::construct), name, invite_nonce);
-        w.put(round);
-        w.put(v);
-        w.put(uint8_t(1));
-        w.put(uint64_t(0));
-        send(peer, w.b);
-    };
+    auto answer = [&](uint8_t v) { send(peer, vote_message(name, invite_nonce, round, v, true, 0)); };
     auto inv = invitations_.find(name);
     if (inv != invitations_.end() && inv->second.nonce == invite_nonce) return answer(vote_pending);
     // The outcome of that invitation, if this process has it: the voter

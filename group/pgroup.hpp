@@ -260,7 +260,8 @@ private:
     void lose_leader(PgOp& op);
     Status answer_selection(const std::string& name, uint8_t vote, const char* fn);
     void cast_votes();
-    void send_vote(const PgOp& op, uint32_t peer, uint8_t vote, bool reply);
+    std::vector<uint8_t> vote_message(const std::string& name, uint64_t invite_nonce, uint32_t round, uint8_t vote,
+                                      bool reply, uint64_t voter_nonce) const;
     void on_vote(const std::string& name, Proc from, uint32_t peer, uint64_t invite_nonce, uint32_t round, uint8_t vote,
                  bool reply, uint64_t voter_nonce);
     void try_select(PgOp& op);
