@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Process groups side by side (bench/RESULTS.md "Process groups"): weft's
 # bench/group_bench and the same loop on PMIx groups (bench/pmix/pmix_group.c)
-# under PRRTE's prterun, at 2, 4 and 8 ranks, interleaved, in one run.
-#   bench/run_group_compare.sh BUILD_DIR [ROUNDS] [REPS]
+# under PRRTE's prterun, at 2, 4, 8 and 16 ranks (SIZES), interleaved, in one run.
+#   [SIZES="2 4 8 16"] bench/run_group_compare.sh BUILD_DIR [ROUNDS] [REPS]
 # The anchors (OpenPMIx + PRRTE master, ../shared/anchors) are built once
 # into $WEFT_ANCHORS_PREFIX (default ~/.cache/weft-anchors, about 6 minutes);
 # without the anchors folder the PMIx side is skipped with the reason.
@@ -26,7 +26,7 @@ else
 fi
 echo "uptime before: $(uptime)"
 for round in $(seq 1 "$rounds"); do
-  for n in 2 4 8; do
+  for n in ${SIZES:-2 4 8 16}; do
     echo "round $round, $n ranks"
     "$build/tools/weft-run" --transport shm -n "$n" "$build/bench/group_bench" --reps "$reps" | grep RESULT
     if [ -n "$pmix_bin" ]; then

@@ -1,5 +1,5 @@
 // context.cpp — a weft context's life: weft_init, weft_init_thread and
-// weft_finalize bring the layers up in order (transport, group, drain) and
+// weft_finalize bring the layers up in order (transport, group, drain, ckpt) and
 // down in reverse, and keep the shells of released handles.
 //
 // This is the only code that knows every layer. A layer finds its own state
@@ -7,6 +7,7 @@
 // this folder includes anything above itself (docs/architecture.md).
 #include "context/context.hpp"
 
+#include "ckpt/layer.hpp"
 #include "drain/layer.hpp"
 #include "group/layer.hpp"
 #include "transport/runtime.hpp"
@@ -54,10 +55,15 @@ Status bring_up(Runtime& rt, bool multi_threaded) {
     st = drain::attach(rt);
     if (st != WEFT_OK)
         WEFT_LOG(error, "the drain thread did not start: %s (weft_drain_* return UNSUPPORTED)", weft_strerror(st));
+    st = ckpt::attach(rt);
+    if (st != WEFT_OK)
+        WEFT_LOG(error, "the checkpoint layer did not start: %s (weft_ckpt_* return NOT_INITIALIZED)",
+                 weft_strerror(st));
     return WEFT_OK;
 }
 
 Status tear_down(Runtime& rt) {
+    ckpt::detach(rt);
     drain::detach(rt);
     group::detach(rt);
     Status st = rt.finalize();

@@ -515,6 +515,37 @@ Engine* engine_of(Runtime& rt) {
     return l ? l->engine.get() : nullptr;
 }
 
+std::string unsaved_state(Runtime& rt) {
+    Layer* l = rt.layer(group_layer);
+    if (!l) return {};
+    Engine& e = *l->engine;
+    char what[128];
+    size_t comms = 0;
+    for (const auto& c : e.registry().comms()) comms += !c->world;
+    if (comms) {
+        std::snprintf(what, sizeof what, "%zu communicator(s) besides the world", comms);
+        return what;
+    }
+    if (l->pgroups->groups() || l->pgroups->ops()) {
+        std::snprintf(what, sizeof what, "%zu process group(s), %zu group operation(s) in progress",
+                      l->pgroups->groups(), l->pgroups->ops());
+        return what;
+    }
+    uint64_t messages = 0, bytes = 0;
+    e.drain_port().buffered(messages, bytes);
+    if (messages) {
+        std::snprintf(what, sizeof what, "%llu buffered message(s), %llu bytes",
+                      static_cast<unsigned long long>(messages), static_cast<unsigned long long>(bytes));
+        return what;
+    }
+    if (const uint64_t n = e.drain_port().user_requests()) {
+        std::snprintf(what, sizeof what, "%llu request(s) not completed by a wait or test",
+                      static_cast<unsigned long long>(n));
+        return what;
+    }
+    return {};
+}
+
 Status attach(Runtime& rt, bool multi_threaded) {
     auto layer = std::make_unique<Layer>();
     layer->engine = std::make_unique<Engine>(rt);

@@ -115,4 +115,10 @@ void DrainPort::buffered(uint64_t& messages, uint64_t& bytes) const {
         if (!(id & (coll_bit | create_bit))) count(*q);
 }
 
+uint64_t DrainPort::user_requests() const {
+    uint64_t n = 0;
+    for (const auto& r : eng_.p2p().requests_) n += r->magic == Request::live_magic && r->user;
+    return n;
+}
+
 }  // namespace weft::group

@@ -85,6 +85,9 @@ public:
     uint64_t pending_transfers() const;
     // Messages and bytes in weft's buffer (unexpected queues).
     void buffered(uint64_t& messages, uint64_t& bytes) const;
+    // Requests the program holds and has not completed with a wait or test
+    // (a checkpoint cannot save them yet: group/layer.hpp unsaved_state).
+    uint64_t user_requests() const;
     // An external stack's point-to-point messages (drain.h's hooks): they
     // join this rank's counters, which the drain sums.
     void count_external(uint64_t sent, uint64_t arrived) {

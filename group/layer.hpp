@@ -4,6 +4,8 @@
 
 #include "transport/runtime.hpp"
 
+#include <string>
+
 namespace weft::group {
 
 class Engine;
@@ -24,5 +26,10 @@ void destroy(Runtime& rt);
 
 // The engine of a context's Runtime, or null (the layer is not up).
 Engine* engine_of(Runtime& rt);
+
+// What this rank holds that a checkpoint cannot save yet (weft/ckpt.h):
+// the first such state, described, or empty when there is none (only the
+// world communicator, nothing posted, buffered or in construction).
+std::string unsaved_state(Runtime& rt);
 
 }  // namespace weft::group

@@ -161,6 +161,7 @@ public:
     // Tests and weft-info: live state, to show nothing grows.
     size_t tracked() const { return tracks_.size(); }
     size_t ops() const { return ops_.size(); }
+    size_t groups() const { return groups_.size(); }
     // Contributions this process holds as the tracker of a construct.
     size_t contributions(const std::string& name) const {
         auto it = tracks_.find({uint8_t(PgOp::Kind::construct), name});

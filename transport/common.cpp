@@ -290,6 +290,10 @@ extern "C" const char* weft_strerror(weft_status_t status) {
             return "a blocking call from an event handler";
         case WEFT_ERR_BAD_PARAM:
             return "the participants' arguments disagree";
+        case WEFT_ERR_CORRUPT:
+            return "a checkpoint image or manifest failed verification";
+        case WEFT_ERR_IO:
+            return "a file system operation failed";
     }
     return "unknown status code";
 }

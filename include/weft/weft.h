@@ -58,7 +58,9 @@ typedef enum weft_status {
     WEFT_ERR_CANCELED = 22,            /* the operation was cancelled */
     WEFT_ERR_WOULD_BLOCK = 23,         /* a blocking call from an event handler */
     WEFT_ERR_BAD_PARAM = 24,           /* participants' arguments disagree (weft/group.h) */
-    WEFT_ERR_LAST_ = WEFT_ERR_BAD_PARAM
+    WEFT_ERR_CORRUPT = 25,             /* a checkpoint image or manifest failed verification (weft/ckpt.h) */
+    WEFT_ERR_IO = 26,                  /* a file system call failed: disk full, permissions (weft/ckpt.h) */
+    WEFT_ERR_LAST_ = WEFT_ERR_IO
 } weft_status_t;
 
 /* A static, never-NULL text for any status value (unknown values included). */

@@ -7,7 +7,7 @@ seconds=$2
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 status=0
-for f in fuzz_bootstrap_wire fuzz_am_ring; do
+for f in fuzz_bootstrap_wire fuzz_am_ring fuzz_ckpt_image; do
   mkdir -p "$work/$f"
   cp -r "$here/corpus/$f/." "$work/$f/" 2>/dev/null || true
   echo "fuzzing $f for ${seconds}s"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check.sh SOURCE_DIR MANIFEST CXX — proves the layers link only downward
-# (docs/architecture.md): transport <- group <- drain <- context.
+# (docs/architecture.md): transport <- group <- drain <- ckpt <- context.
 #  1. No source file of a layer names a header of a layer above it.
 #  2. With a layer's own include path, a header of the layer above does not
 #     compile and one of the layer below does (the build itself enforces 1).
@@ -31,7 +31,7 @@ probe() {  # probe LAYER HEADER -> compiler exit status
   for d in "${dirs[@]}"; do flags+=(-I "$d"); done
   echo "#include \"$2\"" | "$cxx" -std=c++20 -fsyntax-only "${flags[@]}" -x c++ - >/dev/null 2>&1
 }
-first_header=(transport/runtime.hpp group/layer.hpp drain/layer.hpp context/context.hpp)
+first_header=(transport/runtime.hpp group/layer.hpp drain/layer.hpp ckpt/layer.hpp context/context.hpp)
 for ((i = 0; i + 1 < ${#layers[@]}; i++)); do
   up=${first_header[i+1]}
   if probe "${layers[i]}" "$up"; then bad "${layers[i]} compiles #include \"$up\""; fi

@@ -4,12 +4,15 @@
  * and use the C ABI. Run by ctest as unit.c_abi.check; exits non-zero on the
  * first failed check.
  */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <weft/ckpt.h>
 #include <weft/comm.h>
 #include <weft/drain.h>
 #include <weft/state_window.h>
 #include <weft/weft.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int failures = 0;
@@ -84,6 +87,33 @@ int main(void) {
             CHECK(weft_errhandler_compare(eh, WEFT_ERRORS_RETURN, &same) == WEFT_OK && same == 1);
             CHECK(weft_errhandler_free(&eh) == WEFT_OK && eh == NULL);
         }
+    }
+
+    {
+        /* A protected region survives a checkpoint and a restart. */
+        char dir[] = "/tmp/weft-c-abi-XXXXXX";
+        char path[64];
+        uint64_t state[4] = {1, 2, 3, 4};
+        weft_ckpt_profile_t prof;
+        weft_restart_info_t info;
+        CHECK(mkdtemp(dir) != NULL);
+        CHECK(weft_ckpt_region_register(ctx, 7, state, sizeof state) == WEFT_OK);
+        CHECK(weft_ckpt_region_register(ctx, 7, state, sizeof state) == WEFT_ERR_BUSY);
+        CHECK(weft_restart(ctx, dir, &info) == WEFT_ERR_NOT_FOUND && info.restarted == 0);
+        CHECK(weft_checkpoint(ctx, dir, &prof) == WEFT_OK && prof.generation == 1 && prof.bytes > sizeof state);
+        state[0] = state[3] = 99;
+        CHECK(weft_restart(ctx, dir, &info) == WEFT_OK && info.restarted == 1 && info.generation == 1);
+        CHECK(state[0] == 1 && state[3] == 4);
+        CHECK(weft_checkpoint(ctx, NULL, NULL) == WEFT_ERR_INVALID_ARG);
+        CHECK(weft_ckpt_region_remove(ctx, 7) == WEFT_OK);
+        CHECK(weft_ckpt_region_remove(ctx, 7) == WEFT_ERR_NOT_FOUND);
+        snprintf(path, sizeof path, "%s/gen-%020d/MANIFEST", dir, 1);
+        remove(path);
+        snprintf(path, sizeof path, "%s/gen-%020d/rank-000000.img", dir, 1);
+        remove(path);
+        snprintf(path, sizeof path, "%s/gen-%020d", dir, 1);
+        remove(path);
+        remove(dir);
     }
 
     CHECK(weft_finalize(ctx) == WEFT_OK);

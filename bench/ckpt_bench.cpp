@@ -1,0 +1,171 @@
+// ckpt_bench.cpp — checkpoint and restart (weft/ckpt.h) against this disk's
+// own rate, measured in the same run (bench/RESULTS.md "Checkpoint"):
+//   weft-run -n N build/bench/ckpt_bench [--mib M] [--reps R] [--dir DIR]
+// Every rank protects M MiB. Each repetition, after a barrier:
+//   raw      every rank at once writes M MiB to a file of its own with
+//            write() (256 KiB per call, the fastest size here) and fsync()s
+//            it: the disk's fsync'd sequential rate at the same concurrency,
+//            the floor of the write phase;
+//   crc      CRC-32C over the M MiB (the checksum's share of the write);
+//   ckpt     weft_checkpoint, its phases (drain, write, fsync, commit);
+//   restart  weft_restart of that generation, its phases.
+// Nothing is deleted until the end (see main). A phase's time for the job
+// is its slowest rank's (allreduce max); rank 0
+// prints the medians over the repetitions as RESULT lines, and the ratio of
+// the checkpoint's write + fsync to the raw write + fsync.
+#include "bench/bench_util.hpp"
+#include "bench/check.hpp"
+#include "bench/cli.hpp"
+#include "ckpt/crc32c.hpp"
+
+#include <weft/ckpt.h>
+#include <weft/comm.h>
+#include <weft/weft.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using bench::check;
+using bench::median;
+using bench::now_ns;
+
+struct Bench {
+    weft_context_t ctx = nullptr;
+    weft_comm_t world = nullptr;
+    uint32_t rank = 0, size = 0;
+    size_t bytes = size_t(64) << 20;
+    int reps = 3;
+    std::string dir;
+    std::vector<uint64_t> state;
+
+    // The slowest rank's value, in ms.
+    double slowest_ms(uint64_t ns) {
+        uint64_t all = 0;
+        check(weft_allreduce(world, &ns, &all, 1, WEFT_UINT64, WEFT_OP_MAX), "allreduce");
+        return double(all) / 1e6;
+    }
+
+    uint64_t raw_write(int rep) {
+        const std::string path = dir + "/raw-" + std::to_string(rank) + "-" + std::to_string(rep);
+        const uint64_t t0 = now_ns();
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) check(WEFT_ERR_IO, "open raw");
+        const auto* p = reinterpret_cast<const uint8_t*>(state.data());
+        size_t left = bytes;
+        while (left) {
+            // The chunk weft writes with (ckpt/store.cpp): the fastest here.
+            const ssize_t n = ::write(fd, p, std::min<size_t>(left, 256 * 1024));
+            if (n <= 0) check(WEFT_ERR_IO, "write raw");
+            p += n;
+            left -= size_t(n);
+        }
+        if (::fsync(fd) != 0) check(WEFT_ERR_IO, "fsync raw");
+        ::close(fd);
+        return now_ns() - t0;  // the file stays until the end (see main)
+    }
+
+    void run() {
+        state.resize(bytes / 8);
+        for (size_t i = 0; i < state.size(); ++i) state[i] = i * 0x9e3779b97f4a7c15ull + rank;
+        check(weft_ckpt_region_register(ctx, 1, state.data(), bytes), "register");
+        std::vector<double> raw, crc, drain, write, fsync, commit, total, verify, load, rtotal, ratio;
+        for (int r = 0; r < reps; ++r) {
+            check(weft_barrier(world), "barrier");
+            const uint64_t raw_ns = raw_write(r);
+            raw.push_back(slowest_ms(raw_ns));
+            uint64_t t0 = now_ns();
+            volatile uint32_t sink = weft::ckpt::crc32c(0, state.data(), bytes);
+            (void)sink;
+            crc.push_back(slowest_ms(now_ns() - t0));
+
+            check(weft_barrier(world), "barrier");
+            weft_ckpt_profile_t p{};
+            check(weft_checkpoint(ctx, dir.c_str(), &p), "weft_checkpoint");
+            drain.push_back(slowest_ms(p.drain_ns));
+            write.push_back(slowest_ms(p.write_ns));
+            fsync.push_back(slowest_ms(p.fsync_ns));
+            commit.push_back(slowest_ms(p.commit_ns));
+            total.push_back(slowest_ms(p.total_ns));
+            // This rank's own write + fsync against its own raw write.
+            uint64_t mine = uint64_t(1000.0 * double(p.write_ns + p.fsync_ns) / double(raw_ns)), worst = 0;
+            check(weft_allreduce(world, &mine, &worst, 1, WEFT_UINT64, WEFT_OP_MAX), "allreduce");
+            ratio.push_back(double(worst) / 1000.0);
+
+            check(weft_barrier(world), "barrier");
+            weft_restart_info_t info{};
+            check(weft_restart(ctx, dir.c_str(), &info), "weft_restart");
+            verify.push_back(slowest_ms(info.verify_ns));
+            load.push_back(slowest_ms(info.load_ns));
+            rtotal.push_back(slowest_ms(info.total_ns));
+        }
+        check(weft_ckpt_region_remove(ctx, 1), "remove");
+        if (rank == 0) {
+            const double mib = double(bytes) / double(1 << 20);
+            std::printf(
+                "RESULT ckpt ranks=%u mib_per_rank=%.0f raw_ms=%.2f ckpt_write_ms=%.2f ckpt_fsync_ms=%.2f "
+                "write_fsync_over_raw=%.2f crc_ms=%.2f crc_gbs=%.1f\n",
+                size, mib, median(raw), median(write), median(fsync), median(ratio), median(crc),
+                double(bytes) / (median(crc) * 1e6));
+            std::printf(
+                "RESULT ckpt.phases ranks=%u mib_per_rank=%.0f drain_ms=%.2f write_ms=%.2f fsync_ms=%.2f "
+                "commit_ms=%.2f total_ms=%.2f\n",
+                size, mib, median(drain), median(write), median(fsync), median(commit), median(total));
+            std::printf("RESULT restart.phases ranks=%u mib_per_rank=%.0f verify_ms=%.2f load_ms=%.2f total_ms=%.2f\n",
+                        size, mib, median(verify), median(load), median(rtotal));
+        }
+    }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bench::parse_cli(argc, argv,
+                     "ckpt_bench: checkpoint and restart phases against the disk's fsync'd write rate "
+                     "(bench/RESULTS.md)\n"
+                     "usage: weft-run -n N ckpt_bench [--mib M] [--reps R] [--dir DIR] [--smoke]\n",
+                     {{"--mib", true}, {"--reps", true}, {"--dir", true}, {"--smoke", false}});
+    // Nothing is deleted while anything is timed: on this machine's disk
+    // (ext4 mounted with discard) a deletion's TRIM lands on the next
+    // fsync, whoever makes it. Every generation is kept (and the raw files
+    // too) until the run's end, when the folder goes.
+    setenv("WEFT_CKPT_KEEP", "1000000", 1);
+    Bench b;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--mib")) b.bytes = size_t(std::strtoull(argv[++i], nullptr, 10)) << 20;
+        if (!std::strcmp(argv[i], "--reps")) b.reps = std::atoi(argv[++i]);
+        if (!std::strcmp(argv[i], "--dir")) b.dir = argv[++i];
+        if (!std::strcmp(argv[i], "--smoke")) {
+            b.bytes = size_t(1) << 20;
+            b.reps = 2;
+        }
+    }
+    bench::init_or_skip(&b.ctx);
+    check(weft_rank(b.ctx, &b.rank), "weft_rank");
+    check(weft_size(b.ctx, &b.size), "weft_size");
+    check(weft_comm_world(b.ctx, &b.world), "weft_comm_world");
+    // One folder for the run, named by rank 0.
+    char name[128] = {};
+    if (b.rank == 0) {
+        std::snprintf(name, sizeof name, "%s", b.dir.empty() ? "/tmp/weft-ckpt-bench-XXXXXX" : b.dir.c_str());
+        if (b.dir.empty() && !mkdtemp(name)) check(WEFT_ERR_IO, "mkdtemp");
+    }
+    check(weft_bcast(b.world, name, sizeof name, WEFT_BYTE, 0), "bcast");
+    b.dir = name;
+    b.run();
+    check(weft_barrier(b.world), "barrier");
+    if (b.rank == 0) {
+        const std::string cmd = "rm -rf '" + b.dir + "'";
+        if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "ckpt_bench: could not remove %s\n", b.dir.c_str());
+    }
+    check(weft_finalize(b.ctx), "weft_finalize");
+    return 0;
+}

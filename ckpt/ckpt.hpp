@@ -1,0 +1,51 @@
+// ckpt.hpp — the checkpoint layer of one context: its protected regions,
+// and the collective checkpoint and restart of weft/ckpt.h
+// (docs/checkpoint.md).
+//
+// Thread affinity: the region calls from any thread (mu_); checkpoint and
+// restart from one thread per rank, holding mu_ for their whole length (a
+// region is neither moved nor removed while it is written or restored).
+// Neither holds the context's API lock across the collectives they run:
+// those are ordinary entries on the world communicator.
+#pragma once
+
+#include <weft/ckpt.h>
+
+#include "transport/runtime.hpp"
+
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace weft::ckpt {
+
+class Ckpt {
+public:
+    explicit Ckpt(Runtime& rt);
+
+    Status region_register(uint32_t id, void* base, size_t size);
+    Status region_resize(uint32_t id, void* base, size_t size);
+    Status region_remove(uint32_t id);
+
+    // ctx is this layer's own context, for the collectives on its world.
+    Status checkpoint(weft_context_t ctx, const std::string& dir, weft_ckpt_profile_t& out);
+    Status restart(weft_context_t ctx, const std::string& dir, weft_restart_info_t& out);
+
+private:
+    struct Region {
+        void* base = nullptr;
+        size_t size = 0;
+    };
+    // Writes this rank's image of `generation`; bytes and digest for the manifest.
+    Status write_image(const std::string& dir, uint64_t generation, weft_ckpt_profile_t& prof, uint32_t& digest);
+    // Rank 0, once every image is on disk: the manifest, then pruning.
+    Status commit(const std::string& dir, uint64_t generation, const std::vector<uint64_t>& gathered);
+    void prune(const std::string& dir, uint64_t newest);
+
+    Runtime& rt_;
+    std::mutex mu_;
+    std::map<uint32_t, Region> regions_;
+    uint32_t keep_;  // committed generations kept (WEFT_CKPT_KEEP)
+};
+
+}  // namespace weft::ckpt

@@ -1,0 +1,102 @@
+/*
+ * weft/ckpt.h — checkpoint and restart (docs/checkpoint.md).
+ *
+ * A program registers the memory that holds its state as *protected
+ * regions*, by ID. weft_checkpoint, collective over the job, drains the job
+ * to a quiescent point (weft/drain.h) and writes one image per rank — a
+ * header, the runtime's state and every protected region — into a new
+ * *generation* of a checkpoint directory, then commits the generation with
+ * a manifest once every rank's image is on disk. weft_restart, collective
+ * too, finds the newest generation that is valid on every rank and copies
+ * its regions back into the regions the restarted program registered under
+ * the same IDs.
+ *
+ * This version saves the runtime's state as far as the job's shape (job
+ * size, universe, transport): a checkpoint is refused, on every rank and
+ * before anything is written, while a rank holds state it cannot save yet
+ * — a communicator other than the world, a process group, a posted receive
+ * or a buffered message — (WEFT_ERR_UNSUPPORTED, the log names it).
+ *
+ * Thread affinity: the region calls from any thread (they take the
+ * context's lock); weft_checkpoint and weft_restart from one thread per
+ * rank, in the same order on every rank, like a collective.
+ */
+#ifndef WEFT_CKPT_H
+#define WEFT_CKPT_H
+
+#include <weft/weft.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------ protected regions */
+
+/* Registers [base, base+size) as region `id`. size 0 is allowed (an empty
+ * region: base may be NULL). WEFT_ERR_BUSY if the ID is registered. The
+ * memory stays the program's; weft reads it at a checkpoint and writes it
+ * at a restart, nowhere else. */
+weft_status_t weft_ckpt_region_register(weft_context_t ctx, uint32_t id, void* base, size_t size);
+/* Moves or resizes region `id` (after a realloc). WEFT_ERR_NOT_FOUND if it
+ * is not registered. */
+weft_status_t weft_ckpt_region_resize(weft_context_t ctx, uint32_t id, void* base, size_t size);
+/* Unregisters region `id`. WEFT_ERR_NOT_FOUND if it is not registered. */
+weft_status_t weft_ckpt_region_remove(weft_context_t ctx, uint32_t id);
+
+/* --------------------------------------------------------------- checkpoint */
+
+/* Every phase of one checkpoint on this rank, in nanoseconds. */
+typedef struct weft_ckpt_profile {
+    uint64_t generation; /* the generation written (1, 2, ...) */
+    uint64_t bytes;      /* this rank's image */
+    uint64_t drain_ns;   /* request to quiescent point, and the check that nothing unsaved is live */
+    uint64_t write_ns;   /* building the image and its write calls (checksums included) */
+    uint64_t fsync_ns;   /* fsync of the image and its rename */
+    uint64_t commit_ns;  /* every rank's image known on disk; rank 0: the folder's fsync, the manifest, pruning */
+    uint64_t total_ns;
+} weft_ckpt_profile_t;
+
+/*
+ * Collective over the job: writes generation G+1 of `dir` (created if
+ * missing; the same path on every rank, on a file system every rank sees),
+ * G being the newest generation present. Returns WEFT_OK on every rank only
+ * once the generation is committed. Any failure (a disk full or unwritable
+ * directory on any rank, a rank that died, unsaved state) fails it on every
+ * live rank, leaves no valid generation behind and lets the job continue.
+ * Keeps the newest WEFT_CKPT_KEEP committed generations (default 2) and
+ * removes older and uncommitted ones. `profile` may be NULL.
+ */
+weft_status_t weft_checkpoint(weft_context_t ctx, const char* dir, weft_ckpt_profile_t* profile);
+
+/* ------------------------------------------------------------------ restart */
+
+typedef struct weft_restart_info {
+    int restarted;    /* 1: the regions hold generation `generation` */
+    uint32_t skipped; /* newer generations passed over (invalid on some rank) */
+    uint64_t generation;
+    uint64_t bytes;     /* this rank's image */
+    uint64_t find_ns;   /* listing the generations */
+    uint64_t verify_ns; /* reading and checking the manifest and this rank's image, and agreeing */
+    uint64_t load_ns;   /* copying the regions back */
+    uint64_t total_ns;
+} weft_restart_info_t;
+
+/*
+ * Collective over the job: restores the newest generation of `dir` whose
+ * manifest and images verify on every rank, into the regions registered
+ * now (each saved region must be registered under its ID with its saved
+ * size). Newer generations that fail on any rank are skipped by all ranks
+ * together; nothing is copied until every rank has verified its image.
+ *   WEFT_OK          restored (info->restarted = 1)
+ *   WEFT_ERR_NOT_FOUND  no valid generation (a first start; info->restarted = 0)
+ *   WEFT_ERR_BAD_PARAM  the newest manifest was written by a job of another size
+ *   WEFT_ERR_INVALID_ARG  a saved region is not registered here, or its size differs
+ * `info` may be NULL.
+ */
+weft_status_t weft_restart(weft_context_t ctx, const char* dir, weft_restart_info_t* info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_CKPT_H */
