@@ -40,9 +40,9 @@ Status ckpt_of(weft_context_t ctx, Ckpt*& out, const char* fn) {
     return WEFT_OK;
 }
 
+// NULL: the launcher's directory (Ckpt::directory); "" is a mistake.
 Status directory_argument(const char* dir, const char* fn) {
-    if (Status st = weft::api::not_null(dir, "dir", fn)) return st;
-    if (!*dir) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: dir is empty", fn);
+    if (dir && !*dir) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: dir is empty", fn);
     return WEFT_OK;
 }
 
@@ -58,7 +58,7 @@ Status collective(weft_context_t ctx, const char* dir, Report* out, const char* 
     if (Status st = directory_argument(dir, fn)) return st;
     return guarded([&] {
         Report r{};
-        Status st = (c->*run)(ctx, dir, r);
+        Status st = (c->*run)(ctx, dir ? dir : "", r);
         if (out) *out = r;
         return st;
     });
@@ -92,6 +92,13 @@ weft_status_t weft_checkpoint(weft_context_t ctx, const char* dir, weft_ckpt_pro
 
 weft_status_t weft_restart(weft_context_t ctx, const char* dir, weft_restart_info_t* info) {
     return collective(ctx, dir, info, __func__, &Ckpt::restart);
+}
+
+weft_status_t weft_ckpt_need(weft_context_t ctx, int* need) {
+    Ckpt* c = nullptr;
+    if (Status st = ckpt_of(ctx, c, __func__)) return st;
+    if (Status st = weft::api::not_null(need, "need", __func__)) return st;
+    return guarded([&] { return c->need(ctx, *need); });
 }
 
 }  // extern "C"

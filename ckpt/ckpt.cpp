@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 
 #include <unistd.h>
@@ -44,6 +45,37 @@ struct World {
 
 Ckpt::Ckpt(Runtime& rt) : rt_(rt) {
     keep_ = static_cast<uint32_t>(std::clamp<uint64_t>(env_u64("WEFT_CKPT_KEEP", 2), 1, 1u << 20));
+    launcher_dir_ = env_string("WEFT_CKPT_DIR", "");
+    launcher_restart_ = env_u64("WEFT_CKPT_RESTART", 0) != 0;
+    if (std::getenv("WEFT_CKPT_FD")) request_fd_ = static_cast<int>(env_u64("WEFT_CKPT_FD", 0));
+    interval_ns_ = env_u64("WEFT_CKPT_INTERVAL_S", 0) * 1000000000ull;
+    last_ns_ = now_ns();
+}
+
+Status Ckpt::directory(const std::string& dir, std::string& out, const char* fn) const {
+    out = dir.empty() ? launcher_dir_ : dir;
+    if (out.empty())
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG,
+                         "%s: no directory: pass one, or run under weft-run --checkpoint-dir DIR (WEFT_CKPT_DIR)", fn);
+    return WEFT_OK;
+}
+
+Status Ckpt::need(weft_context_t ctx, int& out) {
+    out = 0;
+    World w;
+    if (Status st = w.open(ctx)) return st;
+    uint64_t due = 0;
+    if (request_fd_ >= 0) {
+        uint64_t v = 0;  // non-blocking: another rank may have taken it, or nobody asked
+        if (::read(request_fd_, &v, sizeof v) == static_cast<ssize_t>(sizeof v) && v) {
+            WEFT_LOG(debug, "checkpoint: the launcher asked for one");
+            due = 1;
+        }
+    }
+    if (interval_ns_ && now_ns() - last_ns_ >= interval_ns_) due = 1;
+    if (Status st = w.max(due)) return st;
+    out = due != 0;
+    return WEFT_OK;
 }
 
 // ------------------------------------------------------------- regions
@@ -71,9 +103,11 @@ Status Ckpt::region_remove(uint32_t id) {
 }
 
 // ---------------------------------------------------------- checkpoint
-Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir, weft_ckpt_profile_t& prof) {
+Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir_arg, weft_ckpt_profile_t& prof) {
     prof = weft_ckpt_profile_t{};
     const uint64_t t0 = now_ns();
+    std::string dir;
+    if (Status st = directory(dir_arg, dir, "weft_checkpoint")) return st;
     std::lock_guard<std::mutex> g(mu_);
     World w;
     if (Status st = w.open(ctx)) return st;
@@ -155,6 +189,7 @@ Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir, weft_ckpt_pr
                      static_cast<unsigned long long>(generation));
         return static_cast<Status>(committed);
     }
+    last_ns_ = now_ns();
     WEFT_LOG(debug, "checkpoint: generation %llu of %s committed (%llu bytes here)",
              static_cast<unsigned long long>(generation), dir.c_str(), static_cast<unsigned long long>(prof.bytes));
     return WEFT_OK;
@@ -254,9 +289,11 @@ void Ckpt::prune(const std::string& dir, uint64_t newest) {
 }
 
 // -------------------------------------------------------------- restart
-Status Ckpt::restart(weft_context_t ctx, const std::string& dir, weft_restart_info_t& info) {
+Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restart_info_t& info) {
     info = weft_restart_info_t{};
     const uint64_t t0 = now_ns();
+    std::string dir;
+    if (Status st = directory(dir_arg, dir, "weft_restart")) return st;
     std::lock_guard<std::mutex> g(mu_);
     World w;
     if (Status st = w.open(ctx)) return st;
@@ -365,6 +402,9 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir, weft_restart_in
         return WEFT_OK;
     }
     info.total_ns = now_ns() - t0;
+    if (launcher_restart_)  // weft-run --restart DIR: a restart was asked for, and cannot be
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "restart: weft-run --restart %s: no valid generation there (%u skipped)",
+                         dir.c_str(), info.skipped);
     WEFT_LOG(debug, "restart: no valid generation in %s (%u skipped)", dir.c_str(), info.skipped);
     return WEFT_ERR_NOT_FOUND;
 }

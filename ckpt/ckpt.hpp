@@ -28,8 +28,10 @@ public:
     Status region_remove(uint32_t id);
 
     // ctx is this layer's own context, for the collectives on its world.
+    // An empty dir: the launcher's (WEFT_CKPT_DIR), or INVALID_ARG.
     Status checkpoint(weft_context_t ctx, const std::string& dir, weft_ckpt_profile_t& out);
     Status restart(weft_context_t ctx, const std::string& dir, weft_restart_info_t& out);
+    Status need(weft_context_t ctx, int& out);
 
 private:
     struct Region {
@@ -42,10 +44,18 @@ private:
     Status commit(const std::string& dir, uint64_t generation, const std::vector<uint64_t>& gathered);
     void prune(const std::string& dir, uint64_t newest);
 
+    // The directory to use: dir, or the launcher's.
+    Status directory(const std::string& dir, std::string& out, const char* fn) const;
+
     Runtime& rt_;
     std::mutex mu_;
     std::map<uint32_t, Region> regions_;
-    uint32_t keep_;  // committed generations kept (WEFT_CKPT_KEEP)
+    uint32_t keep_;                  // committed generations kept (WEFT_CKPT_KEEP)
+    std::string launcher_dir_;       // WEFT_CKPT_DIR (weft-run --checkpoint-dir / --restart)
+    bool launcher_restart_ = false;  // WEFT_CKPT_RESTART (weft-run --restart)
+    int request_fd_ = -1;            // WEFT_CKPT_FD: weft-run's eventfd (--checkpoint-on)
+    uint64_t interval_ns_ = 0;       // WEFT_CKPT_INTERVAL_S; 0: none
+    uint64_t last_ns_ = 0;           // this rank's last checkpoint (or init)
 };
 
 }  // namespace weft::ckpt

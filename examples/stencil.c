@@ -2,12 +2,15 @@
  * (weft/ckpt.h, docs/checkpoint.md).
  *
  *   weft-run -n 4 stencil STEPS EVERY DIR
+ *   weft-run -n 4 --checkpoint-on SIGUSR2 --checkpoint-dir DIR stencil STEPS 0 -
+ *   weft-run -n 4 --restart DIR stencil STEPS 0 -
  *
  * The NX x NY grid is split by rows: each rank holds its rows plus one halo
  * row above and below, exchanged with isend/irecv every step; an allreduce
  * sums the residual every step. Every EVERY steps (0: never) the ranks
- * checkpoint into DIR; at start they restart from DIR's newest valid
- * generation when there is one. The grid and the step counter are the
+ * checkpoint into DIR, and whenever weft_ckpt_need says one is due (weft-run
+ * was signalled); at start they restart from DIR's newest valid generation
+ * when there is one. DIR "-" is the directory weft-run names. The grid and the step counter are the
  * protected regions, nothing else: a run killed anywhere (weft-run --fault
  * kill:rank=R:at=stencil.step:count=K) and restarted ends with exactly the
  * bits of an uninterrupted run. Rank 0 prints the final grid's digest. */
@@ -39,7 +42,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     const uint64_t steps = strtoull(argv[1], NULL, 10), every = strtoull(argv[2], NULL, 10);
-    const char* dir = argv[3];
+    const char* dir = strcmp(argv[3], "-") == 0 ? NULL : argv[3];
     weft_context_t ctx;
     weft_status_t st = weft_init(&ctx);
     if (st != WEFT_OK) {
@@ -83,6 +86,10 @@ int main(int argc, char** argv) {
         failed |= check(st, "restart", rank);
     }
 
+    if (rank == 0) {
+        printf("stencil: running from step %llu\n", (unsigned long long)step);
+        fflush(stdout);
+    }
     const uint32_t up = rank > 0 ? rank - 1 : UINT32_MAX, down = rank + 1 < size ? rank + 1 : UINT32_MAX;
     double residual = 0;
     while (!failed && step < steps) {
@@ -115,7 +122,9 @@ int main(int argc, char** argv) {
         memcpy(grid + NX, next + NX, rows * row_bytes); /* in place: the region stays where it is */
         failed |= check(weft_allreduce(world, &local, &residual, 1, WEFT_DOUBLE, WEFT_OP_SUM), "allreduce", rank);
         ++step;
-        if (!failed && every && step % every == 0) {
+        int due = every && step % every == 0;
+        if (!failed && !due) failed |= check(weft_ckpt_need(ctx, &due), "weft_ckpt_need", rank);
+        if (!failed && due) {
             weft_ckpt_profile_t p;
             failed |= check(weft_checkpoint(ctx, dir, &p), "checkpoint", rank);
             if (!failed && rank == 0)

@@ -57,6 +57,10 @@ typedef struct weft_ckpt_profile {
 } weft_ckpt_profile_t;
 
 /*
+ * `dir` may be NULL in both calls below: the directory weft-run named
+ * (--checkpoint-dir DIR or --restart DIR, exported to the ranks as
+ * WEFT_CKPT_DIR); WEFT_ERR_INVALID_ARG when there is none.
+ *
  * Collective over the job: writes generation G+1 of `dir` (created if
  * missing; the same path on every rank, on a file system every rank sees),
  * G being the newest generation present. Returns WEFT_OK on every rank only
@@ -67,6 +71,16 @@ typedef struct weft_ckpt_profile {
  * removes older and uncommitted ones. `profile` may be NULL.
  */
 weft_status_t weft_checkpoint(weft_context_t ctx, const char* dir, weft_ckpt_profile_t* profile);
+
+/*
+ * Collective over the job: *need = 1 on every rank when a checkpoint is due
+ * — weft-run was asked for one (--checkpoint-on SIG) since the last call,
+ * or WEFT_CKPT_INTERVAL_S seconds (if set) passed since this rank's last
+ * checkpoint or init on some rank — else 0. One 8-byte allreduce: call it
+ * where the program could checkpoint (between steps), then weft_checkpoint
+ * if it says so.
+ */
+weft_status_t weft_ckpt_need(weft_context_t ctx, int* need);
 
 /* ------------------------------------------------------------------ restart */
 
@@ -88,7 +102,8 @@ typedef struct weft_restart_info {
  * size). Newer generations that fail on any rank are skipped by all ranks
  * together; nothing is copied until every rank has verified its image.
  *   WEFT_OK          restored (info->restarted = 1)
- *   WEFT_ERR_NOT_FOUND  no valid generation (a first start; info->restarted = 0)
+ *   WEFT_ERR_NOT_FOUND  no valid generation (a first start; info->restarted = 0;
+ *                       logged as an error when weft-run was told --restart)
  *   WEFT_ERR_BAD_PARAM  the newest manifest was written by a job of another size
  *   WEFT_ERR_INVALID_ARG  a saved region is not registered here, or its size differs
  * `info` may be NULL.

@@ -8,7 +8,9 @@
 #   3. a job writes generation 3 (step 13), which prunes the uncommitted 2,
 #      and the next job restarts it;
 #   4. a 2-rank job is refused the 3-rank checkpoint (BAD_PARAM);
-#   5. on a 2 MiB tmpfs a checkpoint of 1 MiB per rank fails cleanly on
+#   5. weft_ckpt_need after WEFT_CKPT_INTERVAL_S, and weft-run's
+#      --checkpoint-dir as the directory of NULL;
+#   6. on a 2 MiB tmpfs a checkpoint of 1 MiB per rank fails cleanly on
 #      every rank (IO), leaves no generation, and the job goes on.
 # Every job is bounded by weft-run's --timeout.
 set -uo pipefail
@@ -42,7 +44,12 @@ grep -q "CKPT generation 3" "$out" || fail "the next generation is not 3"
 [ ! -e "$dir/gen-00000000000000000002" ] || fail "the uncommitted generation 2 was not pruned by the next commit"
 job 13 Restart 3 || fail "restarting generation 3"
 job 13 RestartIntoAnotherSizeIsRefused 2 || fail "a 2-rank job restarting a 3-rank checkpoint"
-# 5. A full disk: a 2 MiB tmpfs (root only: CI is).
+# 5. weft_ckpt_need after WEFT_CKPT_INTERVAL_S, and NULL for weft-run's
+#    --checkpoint-dir (into a directory of its own).
+mkdir "$dir/launcher"
+WEFT_CKPT_INTERVAL_S=1 job 1 NeedAfterTheIntervalAndTheLaunchersDirectory 3 --checkpoint-dir "$dir/launcher" ||
+  fail "weft_ckpt_need and the launcher's directory"
+# 6. A full disk: a 2 MiB tmpfs (root only: CI is).
 full=$(mktemp -d /tmp/weft-ckpt-full-XXXXXX)
 if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=2m weft-ckpt-full "$full" 2>/dev/null; then
   trap 'umount "$full"; rm -rf "$dir" "$out" "$full"' EXIT

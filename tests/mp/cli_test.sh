@@ -35,11 +35,15 @@ for prog in "$@"; do
             check "weft-run without a job: usage on stderr" 1 "$(grep -c '^usage: weft-run' "$err")"
             timeout 20 "$prog" -n 2 --no-such-flag prog >"$out" 2>"$err"
             check "weft-run -n 2 --no-such-flag exits 2" 2 $?
-            # Simulated hosts: counts and host faults are checked before anything runs.
+            # Simulated hosts: counts and host faults are checked before anything
+            # runs; so are the checkpoint options.
             for bad in "--hosts 0" "--hosts 65" "--hosts x" "--fault kill:host=0:after=1" \
                        "--hosts 2 --fault kill:host=2:after=1" "--hosts 2 --fault cut:rank=0:after=1" \
                        "--hosts 2 --fault kill:host=0:at=x" "--hosts 2 --fault kill:host=0:rank=1:after=1" \
-                       "--hosts 2 --fault kill:host=0:after=1:for=2"; do
+                       "--hosts 2 --fault kill:host=0:after=1:for=2" \
+                       "--checkpoint-on SIGUSR2" "--checkpoint-on SIGKILL --checkpoint-dir d" \
+                       "--checkpoint-on USR1 --drain-on USR1 --checkpoint-dir d" "--checkpoint-dir" \
+                       "--checkpoint-dir a --restart b"; do
                 # shellcheck disable=SC2086
                 timeout 20 "$prog" $bad -n 2 true >"$out" 2>"$err"
                 check "weft-run $bad exits 2" 2 $?

@@ -368,6 +368,36 @@ TEST(CkptJob, DiskFull) {
     EXPECT_EQ(weft_ckpt_region_remove(ctx, 3), WEFT_OK);
 }
 
+// Under weft-run --checkpoint-dir DIR with WEFT_CKPT_INTERVAL_S=1: NULL
+// names DIR, and weft_ckpt_need says a checkpoint is due a second after the
+// last one, on every rank at once (rank 0 alone waits: the allreduce
+// carries its answer to the others).
+TEST(CkptJob, NeedAfterTheIntervalAndTheLaunchersDirectory) {
+    if (job_dir().empty()) GTEST_SKIP() << "run by tests/mp/ckpt_test.sh (WEFT_TEST_CKPT_DIR)";
+    uint64_t x = rank;
+    ASSERT_EQ(weft_ckpt_region_register(ctx, 4, &x, sizeof x), WEFT_OK);
+    int need = -1;
+    ASSERT_EQ(weft_ckpt_need(ctx, &need), WEFT_OK);
+    EXPECT_EQ(need, 0) << "no time has passed";
+    if (rank == 0) usleep(1200000);
+    ASSERT_EQ(weft_ckpt_need(ctx, &need), WEFT_OK);
+    EXPECT_EQ(need, 1) << "a second passed on rank 0";
+    weft_ckpt_profile_t prof{};
+    ASSERT_EQ(weft_checkpoint(ctx, nullptr, &prof), WEFT_OK);
+    ASSERT_EQ(weft_ckpt_need(ctx, &need), WEFT_OK);
+    EXPECT_EQ(need, 0) << "just checkpointed";
+    EXPECT_EQ(weft_ckpt_need(ctx, nullptr), WEFT_ERR_INVALID_ARG);
+    x = 77;
+    ASSERT_EQ(weft_restart(ctx, nullptr, nullptr), WEFT_OK);
+    EXPECT_EQ(x, rank);
+    all_meet();
+    if (rank == 0) {
+        EXPECT_TRUE(exists(gen_dir(job_dir(), prof.generation) + "/MANIFEST"))
+            << "written into the launcher's directory";
+    }
+    EXPECT_EQ(weft_ckpt_region_remove(ctx, 4), WEFT_OK);
+}
+
 TEST(CkptJob, RestartIntoAnotherSizeIsRefused) {
     if (job_dir().empty()) GTEST_SKIP() << "run by tests/mp/ckpt_test.sh (WEFT_TEST_CKPT_DIR)";
     Regions regions;

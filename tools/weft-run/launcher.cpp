@@ -140,6 +140,10 @@ private:
     // --drain-on: an eventfd the ranks' drain threads watch (the first to
     // read it asks the job for a drain) and a pipe they report on.
     int drain_fd_ = -1, report_rd_ = -1, report_wr_ = -1;
+    // --checkpoint-on: an eventfd the ranks' weft_ckpt_need reads (the
+    // first to read it tells the others through its allreduce).
+    int checkpoint_fd_ = -1;
+    std::string checkpoint_dir_;  // absolute
     void on_report();
     sigset_t old_mask_;
     hwloc_topology_t topo_ = nullptr;
@@ -266,11 +270,16 @@ void Launcher::spawn(uint32_t index) {
         env_strings.push_back("WEFT_DRAIN_FD=" + std::to_string(drain_fd_));
         env_strings.push_back("WEFT_DRAIN_REPORT_FD=" + std::to_string(report_wr_));
     }
+    if (checkpoint_fd_ >= 0) env_strings.push_back("WEFT_CKPT_FD=" + std::to_string(checkpoint_fd_));
+    if (!checkpoint_dir_.empty()) env_strings.push_back("WEFT_CKPT_DIR=" + checkpoint_dir_);
+    if (opt_.restart) env_strings.push_back("WEFT_CKPT_RESTART=1");
     std::vector<char*> envp;
     for (char** e = environ; *e; ++e) {
         if (std::strncmp(*e, "WEFT_BOOTSTRAP=", 15) == 0 || std::strncmp(*e, "WEFT_SECRET=", 12) == 0 ||
             std::strncmp(*e, "WEFT_FAULT_POINTS=", 18) == 0 || std::strncmp(*e, "PMIX_", 5) == 0 ||
-            std::strncmp(*e, "WEFT_DRAIN_FD=", 14) == 0 || std::strncmp(*e, "WEFT_DRAIN_REPORT_FD=", 21) == 0)
+            std::strncmp(*e, "WEFT_DRAIN_FD=", 14) == 0 || std::strncmp(*e, "WEFT_DRAIN_REPORT_FD=", 21) == 0 ||
+            std::strncmp(*e, "WEFT_CKPT_FD=", 13) == 0 || std::strncmp(*e, "WEFT_CKPT_RESTART=", 18) == 0 ||
+            (!checkpoint_dir_.empty() && std::strncmp(*e, "WEFT_CKPT_DIR=", 14) == 0))
             continue;
         envp.push_back(*e);
     }
@@ -678,6 +687,14 @@ void Launcher::on_signal() {
                 std::fprintf(stderr, "weft-run: drain request not written: %s\n", std::strerror(errno));
             continue;
         }
+        if (sig == opt_.checkpoint_signal && checkpoint_fd_ >= 0) {
+            std::fprintf(stderr, "weft-run: signal %d: asking the job for a checkpoint into %s\n", sig,
+                         checkpoint_dir_.c_str());
+            const uint64_t one = 1;
+            if (write(checkpoint_fd_, &one, sizeof one) != static_cast<ssize_t>(sizeof one))
+                std::fprintf(stderr, "weft-run: checkpoint request not written: %s\n", std::strerror(errno));
+            continue;
+        }
         say("forwarding signal %d", sig);
         kill_all(sig);
     }
@@ -788,6 +805,7 @@ int Launcher::run() {
     sigemptyset(&mask);
     for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&mask, s);
     if (opt_.drain_signal) sigaddset(&mask, opt_.drain_signal);
+    if (opt_.checkpoint_signal) sigaddset(&mask, opt_.checkpoint_signal);
     sigprocmask(SIG_BLOCK, &mask, &old_mask_);
     signal_fd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     signal(SIGPIPE, SIG_IGN);
@@ -809,6 +827,25 @@ int Launcher::run() {
         fcntl(report_rd_, F_SETFD, FD_CLOEXEC);
         fcntl(report_rd_, F_SETFL, O_NONBLOCK);
     }
+    if (!opt_.checkpoint_dir.empty()) {
+        // Absolute, so that a rank that changes its directory still finds it.
+        checkpoint_dir_ = opt_.checkpoint_dir;
+        if (checkpoint_dir_[0] != '/') {
+            char cwd[4096];
+            if (!getcwd(cwd, sizeof cwd)) {
+                std::fprintf(stderr, "weft-run: --checkpoint-dir: %s\n", std::strerror(errno));
+                return 1;
+            }
+            checkpoint_dir_ = std::string(cwd) + "/" + checkpoint_dir_;
+        }
+    }
+    if (opt_.checkpoint_signal) {
+        checkpoint_fd_ = eventfd(0, EFD_NONBLOCK);  // inherited by the ranks
+        if (checkpoint_fd_ < 0) {
+            std::fprintf(stderr, "weft-run: --checkpoint-on: %s\n", std::strerror(errno));
+            return 1;
+        }
+    }
     if (opt_.bind && hwloc_topology_init(&topo_) == 0) {
         if (hwloc_topology_load(topo_) != 0) {
             hwloc_topology_destroy(topo_);
@@ -829,6 +866,7 @@ int Launcher::run() {
         close(report_wr_);
         close(drain_fd_);
     }
+    if (checkpoint_fd_ >= 0) close(checkpoint_fd_);
     if (topo_) hwloc_topology_destroy(topo_);
     return exit_code_;
 }

@@ -40,8 +40,11 @@ struct Options {
     bool keep_survivors = false;
     bool bind = true;
     bool verbose = false;
-    int drain_signal = 0;  // --drain-on: this signal asks the job for a drain
-    bool help = false;     // -h / --help: print usage() to stdout, run nothing
+    int drain_signal = 0;        // --drain-on: this signal asks the job for a drain
+    int checkpoint_signal = 0;   // --checkpoint-on: this signal asks the job for a checkpoint
+    std::string checkpoint_dir;  // --checkpoint-dir / --restart: exported as WEFT_CKPT_DIR (absolute)
+    bool restart = false;        // --restart: the job restarts from checkpoint_dir (WEFT_CKPT_RESTART=1)
+    bool help = false;           // -h / --help: print usage() to stdout, run nothing
 };
 
 // Parses argv; on error prints a message (and the usage) to stderr and

@@ -50,6 +50,11 @@ void usage(std::FILE* out) {
                  "                         cut:host=H:after=SEC[:for=SEC]  (host H's link down)\n"
                  "  --drain-on SIG       on signal SIG (e.g. SIGUSR1), ask the job for a drain and\n"
                  "                       print its result (drain.h; needs the ranks' drain threads)\n"
+                 "  --checkpoint-dir DIR the ranks' checkpoint directory (weft/ckpt.h: WEFT_CKPT_DIR)\n"
+                 "  --checkpoint-on SIG  on signal SIG (e.g. SIGUSR2), ask the job for a checkpoint: the\n"
+                 "                       ranks' next weft_ckpt_need says so (needs --checkpoint-dir)\n"
+                 "  --restart DIR        restart the job from DIR's newest valid generation: the ranks'\n"
+                 "                       weft_restart reads DIR, and finding nothing there is an error\n"
                  "  -v                   say what the launcher does\n"
                  "  -h, --help           print this and exit\n");
 }
@@ -162,6 +167,28 @@ bool parse_options(int argc, char** argv, Options& opt) {
                 std::fprintf(stderr, "weft-run: --drain-on: '%s' is not a signal weft-run can catch\n", v);
                 return false;
             }
+        } else if (a == "--checkpoint-on") {
+            const char* v = need("--checkpoint-on");
+            if (!v) return false;
+            opt.checkpoint_signal = parse_signal(v);
+            if (opt.checkpoint_signal == 0 || opt.checkpoint_signal == SIGKILL || opt.checkpoint_signal == SIGSTOP ||
+                opt.checkpoint_signal == SIGCHLD) {
+                std::fprintf(stderr, "weft-run: --checkpoint-on: '%s' is not a signal weft-run can catch\n", v);
+                return false;
+            }
+        } else if (a == "--checkpoint-dir" || a == "--restart") {
+            const char* v = need(a.c_str());
+            if (!v) return false;
+            if (!*v) {
+                std::fprintf(stderr, "weft-run: %s takes a directory\n", a.c_str());
+                return false;
+            }
+            if (!opt.checkpoint_dir.empty() && opt.checkpoint_dir != v) {
+                std::fprintf(stderr, "weft-run: --checkpoint-dir and --restart name different directories\n");
+                return false;
+            }
+            opt.checkpoint_dir = v;
+            if (a == "--restart") opt.restart = true;
         } else if (a == "--hosts") {
             const char* v = need("--hosts");
             uint64_t k = 0;
@@ -226,6 +253,14 @@ bool parse_options(int argc, char** argv, Options& opt) {
         }
         opt.jobs.push_back(std::move(job));
         if (i < argc) ++i;  // skip ':'
+    }
+    if (opt.checkpoint_signal && opt.checkpoint_dir.empty()) {
+        std::fprintf(stderr, "weft-run: --checkpoint-on needs --checkpoint-dir (or --restart)\n");
+        return false;
+    }
+    if (opt.checkpoint_signal && opt.checkpoint_signal == opt.drain_signal) {
+        std::fprintf(stderr, "weft-run: --checkpoint-on and --drain-on name the same signal\n");
+        return false;
     }
     if (opt.jobs.empty()) {
         std::fprintf(stderr, "weft-run: no job to run (-n N prog)\n");
