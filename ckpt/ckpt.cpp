@@ -236,7 +236,7 @@ Status Ckpt::write_image(const std::string& dir, uint64_t generation, weft_ckpt_
     const uint64_t t_build = now_ns() - t0;
     // The folder is fsynced once, by rank 0 before the manifest (commit),
     // not once per rank.
-    st = write_durably(image_path(dir, generation, rt_.rank()), pieces, times, false);
+    st = write_durably(image_path(dir, generation, rt_.rank()), pieces, times, false, "ckpt.image.written");
     prof.write_ns = t_build + times.write_ns;
     prof.fsync_ns = times.fsync_ns;
     return st;

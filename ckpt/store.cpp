@@ -153,8 +153,8 @@ Status list_generations(const std::string& dir, std::vector<uint64_t>& out) {
     return WEFT_OK;
 }
 
-Status write_durably(const std::string& path, const std::vector<Piece>& pieces, WriteTimes& times,
-                     bool sync_folder_too) {
+Status write_durably(const std::string& path, const std::vector<Piece>& pieces, WriteTimes& times, bool sync_folder_too,
+                     const char* fault_point) {
     const std::string tmp = path + ".tmp";
     Status st = WEFT_OK;
     {
@@ -164,7 +164,7 @@ Status write_durably(const std::string& path, const std::vector<Piece>& pieces, 
         st = write_all(f.fd, pieces, tmp);
         const uint64_t t1 = now_ns();
         times.write_ns += t1 - t0;
-        WEFT_FAULT_POINT("ckpt.image.written");
+        if (fault_point) WEFT_FAULT_POINT(fault_point);
         if (st == WEFT_OK && ::fsync(f.fd) != 0) st = io_failure("fsync", tmp, errno);
         const int closed = ::close(f.fd);  // NFS reports late write errors here
         f.fd = -1;

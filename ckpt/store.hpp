@@ -40,8 +40,10 @@ struct WriteTimes {
 // is removed and nothing has the final name. With sync_folder false the
 // rename is not yet durable: the caller fsyncs the folder later, once for
 // many files (sync_folder below).
+// fault_point, when given, is passed after the write calls and before the
+// fsync (weft-run --fault ...:at=NAME kills the rank there).
 Status write_durably(const std::string& path, const std::vector<Piece>& pieces, WriteTimes& times,
-                     bool sync_folder = true);
+                     bool sync_folder = true, const char* fault_point = nullptr);
 // fsync of a folder: makes the renames into it durable.
 Status sync_folder(const std::string& folder);
 
