@@ -1,7 +1,10 @@
 // ckpt_bench.cpp — checkpoint and restart (weft/ckpt.h) against this disk's
 // own rate, measured in the same run (bench/RESULTS.md "Checkpoint"):
-//   weft-run -n N build/bench/ckpt_bench [--mib M] [--reps R] [--dir DIR]
-// Every rank protects M MiB. Each repetition, after a barrier:
+//   weft-run -n N build/bench/ckpt_bench [--mib M] [--reps R] [--dir DIR] [--inflight K]
+// Every rank protects M MiB. With --inflight K every rank also holds, at
+// each checkpoint, K posted receives (buffers and handles in regions) and
+// K messages buffered from its left neighbour: the runtime state a restart
+// replays (its replay phase). Each repetition, after a barrier:
 //   raw      every rank at once writes M MiB to a file of its own with
 //            write() (256 KiB per call, the fastest size here) and fsync()s
 //            it: the disk's fsync'd sequential rate at the same concurrency,
@@ -46,6 +49,35 @@ struct Bench {
     int reps = 3;
     std::string dir;
     std::vector<uint64_t> state;
+    int inflight = 0;
+    std::vector<uint64_t> inbox;
+    std::vector<weft_request_t> reqs;
+
+    // K receives from the left posted, K messages to the right sent (they
+    // wait, buffered, at the right: no receive matches their tags).
+    void make_inflight() {
+        const uint32_t left = (rank + size - 1) % size, right = (rank + 1) % size;
+        for (int i = 0; i < inflight; ++i)
+            check(weft_irecv(world, &inbox[i], 1, WEFT_UINT64, int32_t(left), 100000 + i, &reqs[i]), "irecv");
+        for (int i = 0; i < inflight; ++i) {
+            const uint64_t v = i;
+            check(weft_send(world, &v, 1, WEFT_UINT64, right, 200000 + i), "send");
+        }
+    }
+    // Takes the buffered messages and cancels the receives: what a job that
+    // died after the checkpoint lost (and, after a restart, the replayed
+    // state, so the next repetition starts empty).
+    void drop_inflight() {
+        const uint32_t left = (rank + size - 1) % size;
+        uint64_t sink = 0;
+        for (int i = 0; i < inflight; ++i)
+            check(weft_recv(world, &sink, 1, WEFT_UINT64, int32_t(left), 200000 + i, nullptr), "recv");
+        for (int i = 0; i < inflight; ++i) {
+            check(weft_request_cancel(reqs[i]), "cancel");
+            check(weft_request_wait(&reqs[i], nullptr), "wait");
+        }
+        check(weft_barrier(world), "barrier");
+    }
 
     // The slowest rank's value, in ms.
     double slowest_ms(uint64_t ns) {
@@ -77,7 +109,11 @@ struct Bench {
         state.resize(bytes / 8);
         for (size_t i = 0; i < state.size(); ++i) state[i] = i * 0x9e3779b97f4a7c15ull + rank;
         check(weft_ckpt_region_register(ctx, 1, state.data(), bytes), "register");
-        std::vector<double> raw, crc, drain, write, fsync, commit, total, verify, load, rtotal, ratio;
+        inbox.assign(size_t(inflight), 0);
+        reqs.assign(size_t(inflight), nullptr);
+        check(weft_ckpt_region_register(ctx, 2, inbox.data(), inbox.size() * 8), "register");
+        check(weft_ckpt_region_register(ctx, 3, reqs.data(), reqs.size() * sizeof(weft_request_t)), "register");
+        std::vector<double> raw, crc, drain, write, fsync, commit, total, verify, load, replay, rtotal, ratio;
         for (int r = 0; r < reps; ++r) {
             check(weft_barrier(world), "barrier");
             const uint64_t raw_ns = raw_write(r);
@@ -88,8 +124,12 @@ struct Bench {
             crc.push_back(slowest_ms(now_ns() - t0));
 
             check(weft_barrier(world), "barrier");
+            make_inflight();
             weft_ckpt_profile_t p{};
             check(weft_checkpoint(ctx, dir.c_str(), &p), "weft_checkpoint");
+            if (p.receives != uint32_t(inflight) || p.messages != uint32_t(inflight))
+                check(WEFT_ERR_PROTOCOL, "the checkpoint did not save the state in flight");
+            drop_inflight();
             drain.push_back(slowest_ms(p.drain_ns));
             write.push_back(slowest_ms(p.write_ns));
             fsync.push_back(slowest_ms(p.fsync_ns));
@@ -105,9 +145,13 @@ struct Bench {
             check(weft_restart(ctx, dir.c_str(), &info), "weft_restart");
             verify.push_back(slowest_ms(info.verify_ns));
             load.push_back(slowest_ms(info.load_ns));
+            replay.push_back(slowest_ms(info.replay_ns));
             rtotal.push_back(slowest_ms(info.total_ns));
+            if (info.receives != uint32_t(inflight) || info.messages != uint32_t(inflight))
+                check(WEFT_ERR_PROTOCOL, "the restart did not replay the state in flight");
+            drop_inflight();
         }
-        check(weft_ckpt_region_remove(ctx, 1), "remove");
+        for (uint32_t id : {1u, 2u, 3u}) check(weft_ckpt_region_remove(ctx, id), "remove");
         if (rank == 0) {
             const double mib = double(bytes) / double(1 << 20);
             std::printf(
@@ -119,8 +163,10 @@ struct Bench {
                 "RESULT ckpt.phases ranks=%u mib_per_rank=%.0f drain_ms=%.2f write_ms=%.2f fsync_ms=%.2f "
                 "commit_ms=%.2f total_ms=%.2f\n",
                 size, mib, median(drain), median(write), median(fsync), median(commit), median(total));
-            std::printf("RESULT restart.phases ranks=%u mib_per_rank=%.0f verify_ms=%.2f load_ms=%.2f total_ms=%.2f\n",
-                        size, mib, median(verify), median(load), median(rtotal));
+            std::printf(
+                "RESULT restart.phases ranks=%u mib_per_rank=%.0f inflight=%d verify_ms=%.2f load_ms=%.2f "
+                "replay_ms=%.3f total_ms=%.2f\n",
+                size, mib, inflight, median(verify), median(load), median(replay), median(rtotal));
         }
     }
 };
@@ -131,8 +177,8 @@ int main(int argc, char** argv) {
     bench::parse_cli(argc, argv,
                      "ckpt_bench: checkpoint and restart phases against the disk's fsync'd write rate "
                      "(bench/RESULTS.md)\n"
-                     "usage: weft-run -n N ckpt_bench [--mib M] [--reps R] [--dir DIR] [--smoke]\n",
-                     {{"--mib", true}, {"--reps", true}, {"--dir", true}, {"--smoke", false}});
+                     "usage: weft-run -n N ckpt_bench [--mib M] [--reps R] [--dir DIR] [--inflight K] [--smoke]\n",
+                     {{"--mib", true}, {"--reps", true}, {"--dir", true}, {"--inflight", true}, {"--smoke", false}});
     // Nothing is deleted while anything is timed: on this machine's disk
     // (ext4 mounted with discard) a deletion's TRIM lands on the next
     // fsync, whoever makes it. Every generation is kept (and the raw files
@@ -143,9 +189,11 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--mib")) b.bytes = size_t(std::strtoull(argv[++i], nullptr, 10)) << 20;
         if (!std::strcmp(argv[i], "--reps")) b.reps = std::atoi(argv[++i]);
         if (!std::strcmp(argv[i], "--dir")) b.dir = argv[++i];
+        if (!std::strcmp(argv[i], "--inflight")) b.inflight = std::atoi(argv[++i]);
         if (!std::strcmp(argv[i], "--smoke")) {
             b.bytes = size_t(1) << 20;
             b.reps = 2;
+            b.inflight = 16;
         }
     }
     bench::init_or_skip(&b.ctx);

@@ -27,7 +27,7 @@
 
 namespace {
 
-enum class Op : uint64_t { pingpong = 1, barrier, allreduce, bcast, ibarrier, unexpected, allgather, stop };
+enum class Op : uint64_t { pingpong = 1, barrier, allreduce, bcast, ibarrier, unexpected, allgather, exchange, stop };
 
 // Unexpected: messages per burst (see run).
 constexpr int burst = 16;
@@ -96,6 +96,18 @@ uint64_t run(Op op, uint64_t iterations, size_t bytes) {
                 if (st == WEFT_OK) st = weft_request_wait(&r, nullptr);
                 break;
             }
+            case Op::exchange:
+                // What a halo exchange does: irecv, isend, waitall on both
+                // ranks at once. Every handle is resolved by index at each
+                // call (group/engine.cpp, Engine::request_of).
+                if (me < 2) {
+                    const uint32_t peer = 1 - me;
+                    weft_request_t r[2];
+                    st = weft_irecv(world, b.data(), count, WEFT_UINT64, peer, 0, &r[0]);
+                    if (st == WEFT_OK) st = weft_isend(world, a.data(), count, WEFT_UINT64, peer, 0, &r[1]);
+                    if (st == WEFT_OK) st = weft_request_waitall(2, r, nullptr);
+                }
+                break;
             case Op::stop:
                 break;
         }
@@ -135,7 +147,7 @@ void serve() {
 template <Op op, bool half>
 void timed(benchmark::State& state) {
     const size_t bytes = static_cast<size_t>(state.range(0));
-    if ((op == Op::pingpong || op == Op::unexpected) && nranks < 2) {
+    if ((op == Op::pingpong || op == Op::unexpected || op == Op::exchange) && nranks < 2) {
         state.SkipWithError("point-to-point needs 2 ranks");
         return;
     }
@@ -155,6 +167,7 @@ void timed(benchmark::State& state) {
     state.counters["ns_per_op"] = total_s * 1e9 / ops;
     state.counters["ops_per_iteration"] = double(n);
     const char* what = op == Op::unexpected ? "ns_per_op = one unexpected message (burst of 16 + answer)"
+                       : op == Op::exchange ? "ns_per_op = one exchange (irecv + isend + waitall on both ranks)"
                        : half               ? "ns_per_op = half round trip"
                                             : "ns_per_op = one collective";
     state.SetLabel(std::string(what) + ", " + std::to_string(nranks) + " ranks");
@@ -163,6 +176,7 @@ void timed(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(timed<Op::pingpong, true>)->Name("pingpong")->Arg(8)->Arg(4096)->Arg(1 << 20)->UseManualTime();
+BENCHMARK(timed<Op::exchange, false>)->Name("exchange")->Arg(8)->Arg(4096)->UseManualTime();
 BENCHMARK(timed<Op::unexpected, false>)->Name("unexpected")->Arg(8)->Arg(1024)->UseManualTime();
 BENCHMARK(timed<Op::barrier, false>)->Name("barrier")->Arg(0)->UseManualTime();
 BENCHMARK(timed<Op::ibarrier, false>)->Name("ibarrier+wait")->Arg(0)->UseManualTime();

@@ -94,6 +94,25 @@ weft_status_t weft_restart(weft_context_t ctx, const char* dir, weft_restart_inf
     return collective(ctx, dir, info, __func__, &Ckpt::restart);
 }
 
+weft_status_t weft_ckpt_flush_dir(weft_context_t ctx, const char* dir) {
+    Ckpt* c = nullptr;
+    if (Status st = ckpt_of(ctx, c, __func__)) return st;
+    if (dir && !*dir) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_ckpt_flush_dir: dir is empty (NULL stops flushing)");
+    return guarded([&] { return c->set_flush_dir(dir ? dir : ""); });
+}
+
+weft_status_t weft_ckpt_flush_wait(weft_context_t ctx, uint64_t generation, uint64_t timeout_ms,
+                                   weft_ckpt_flush_info_t* info) {
+    Ckpt* c = nullptr;
+    if (Status st = ckpt_of(ctx, c, __func__)) return st;
+    return guarded([&] {
+        weft_ckpt_flush_info_t r{};
+        Status st = c->flush_wait(generation, timeout_ms, r);
+        if (info) *info = r;
+        return st;
+    });
+}
+
 weft_status_t weft_ckpt_need(weft_context_t ctx, int* need) {
     Ckpt* c = nullptr;
     if (Status st = ckpt_of(ctx, c, __func__)) return st;

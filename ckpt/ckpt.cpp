@@ -2,6 +2,7 @@
 #include "ckpt/ckpt.hpp"
 
 #include "ckpt/crc32c.hpp"
+#include "ckpt/flush.hpp"
 #include "ckpt/format.hpp"
 #include "ckpt/store.hpp"
 #include "group/layer.hpp"
@@ -49,6 +50,8 @@ Ckpt::Ckpt(Runtime& rt) : rt_(rt) {
     launcher_restart_ = env_u64("WEFT_CKPT_RESTART", 0) != 0;
     if (std::getenv("WEFT_CKPT_FD")) request_fd_ = static_cast<int>(env_u64("WEFT_CKPT_FD", 0));
     interval_ns_ = env_u64("WEFT_CKPT_INTERVAL_S", 0) * 1000000000ull;
+    flush_dir_ = env_string("WEFT_CKPT_FLUSH_DIR", "");
+    flush_timeout_ns_ = env_u64("WEFT_CKPT_FLUSH_TIMEOUT_S", 120) * 1000000000ull;
     last_ns_ = now_ns();
 }
 
@@ -76,6 +79,30 @@ Status Ckpt::need(weft_context_t ctx, int& out) {
     if (Status st = w.max(due)) return st;
     out = due != 0;
     return WEFT_OK;
+}
+
+Ckpt::~Ckpt() = default;
+
+// ---------------------------------------------------------------- flush
+Status Ckpt::set_flush_dir(const std::string& dir) {
+    std::lock_guard<std::mutex> g(mu_);
+    flush_dir_ = dir;
+    return WEFT_OK;
+}
+
+Status Ckpt::flush_wait(uint64_t generation, uint64_t timeout_ms, weft_ckpt_flush_info_t& out) {
+    out = weft_ckpt_flush_info_t{};
+    Flusher* f = nullptr;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        f = flusher_.get();
+    }
+    if (!f)
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND,
+                         "weft_ckpt_flush_wait: no generation was handed to a flush (no flush "
+                         "directory: weft_ckpt_flush_dir or WEFT_CKPT_FLUSH_DIR)");
+    const Deadline d = Deadline::after_ns(std::min<uint64_t>(timeout_ms, uint64_t(1) << 40) * 1000000ull);
+    return f->wait(generation, d, &out.copy_ns, &out.verify_ns);
 }
 
 // ------------------------------------------------------------- regions
@@ -112,8 +139,11 @@ Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir_arg, weft_ckp
     World w;
     if (Status st = w.open(ctx)) return st;
 
-    // 1. Rank 0 makes the folder, names the generation and asks for a
-    //    drain; everyone learns all three (a failure there ends it for all).
+    // 1. Every rank is inside the call before the drain starts: a rank
+    //    still on its way would send after the quiescent point. Then rank 0
+    //    makes the folder, names the generation and asks for a drain;
+    //    everyone learns all three (a failure there ends it for all).
+    if (Status st = weft_barrier(w.comm)) return st;
     std::array<uint64_t, 3> plan{};  // status, generation, drain number
     if (w.rank == 0) {
         std::vector<uint64_t> gens;
@@ -121,7 +151,12 @@ Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir_arg, weft_ckp
         if (st == WEFT_OK) st = list_generations(dir, gens);
         uint64_t number = 0;
         if (st == WEFT_OK) st = weft_drain_request(ctx, &number);
-        plan = {uint64_t(st), gens.empty() ? 1 : gens.front() + 1, number};
+        // After the newest here, and after the one this job last wrote
+        // here or restarted from for here (a restart from the flush
+        // directory: this one may hold only older ones, or none).
+        plan = {uint64_t(st),
+                std::max<uint64_t>(gens.empty() ? 0 : gens.front(), dir == last_dir_ ? last_generation_ : 0) + 1,
+                number};
     }
     if (Status st = w.bcast(plan.data(), plan.size())) return st;
     if (plan[0] != WEFT_OK) {
@@ -131,32 +166,45 @@ Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir_arg, weft_ckp
     const uint64_t generation = plan[1];
     prof.generation = generation;
 
-    // 2. The quiescent point, then the check that every rank can save all
-    //    it holds: agreed, so that either every rank writes or none does.
+    // 2. The quiescent point, then the runtime state that every rank saves:
+    //    agreed, so that either every rank writes or none does.
     weft_drain_result_t drained{};
     Status drain_st = weft_drain_wait(ctx, plan[2], 0, &drained);
-    std::string unsaved;
+    std::vector<uint8_t> snapshot;
+    group::SnapshotCounts counts;
+    Status save_st = WEFT_OK;
     if (drain_st == WEFT_OK) {
         RuntimeLock lock(rt_);
-        unsaved = group::unsaved_state(rt_);
+        save_st = group::save_snapshot(rt_, region_map(), snapshot, counts);
     }
-    enum : uint64_t { can_write = 0, cannot_save = 1, drain_failed = 2 };
-    uint64_t verdict = drain_st != WEFT_OK ? drain_failed : unsaved.empty() ? can_write : cannot_save;
+    // Worst first: a drain that failed, then a receive into no region (the
+    // program's to fix), then state weft cannot save yet.
+    enum : uint64_t { can_write = 0, cannot_save = 1, unregistered_receive = 2, drain_failed = 3 };
+    uint64_t verdict = drain_st != WEFT_OK               ? drain_failed
+                       : save_st == WEFT_OK              ? can_write
+                       : save_st == WEFT_ERR_INVALID_ARG ? unregistered_receive
+                                                         : cannot_save;
     if (Status st = w.max(verdict)) return st;
     prof.drain_ns = now_ns() - t0;
     if (verdict == drain_failed)
         return drain_st != WEFT_OK ? drain_st
                                    : WEFT_FAIL(WEFT_ERR_PEER_FAILED, "checkpoint: the drain failed on another rank");
-    if (verdict == cannot_save) {
-        if (!unsaved.empty())
-            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "checkpoint: this rank holds state weft cannot save yet: %s",
-                             unsaved.c_str());
-        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "checkpoint: another rank holds state weft cannot save yet");
-    }
+    if (verdict == unregistered_receive)
+        return save_st != WEFT_OK ? save_st
+                                  : WEFT_FAIL(WEFT_ERR_INVALID_ARG,
+                                              "checkpoint: another rank has a posted receive outside every protected "
+                                              "region; nothing was written");
+    if (verdict == cannot_save)
+        return save_st != WEFT_OK
+                   ? save_st
+                   : WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "checkpoint: another rank holds state weft cannot save yet");
+    prof.requests = counts.requests;
+    prof.receives = counts.posted;
+    prof.messages = counts.buffered;
 
     // 3. Every rank writes its image; rank 0 gathers how each went.
     uint32_t digest = 0;
-    Status wst = write_image(dir, generation, prof, digest);
+    Status wst = write_image(dir, generation, snapshot, prof, digest);
     const uint64_t mine[3] = {uint64_t(wst), prof.bytes, digest};
     std::vector<uint64_t> gathered(3 * size_t(w.size));
     const uint64_t t_commit = now_ns();
@@ -190,12 +238,43 @@ Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir_arg, weft_ckp
         return static_cast<Status>(committed);
     }
     last_ns_ = now_ns();
+    last_dir_ = dir;
+    last_generation_ = generation;
+    if (!flush_dir_.empty()) {
+        if (!flusher_) flusher_ = std::make_unique<Flusher>(rt_.rank(), rt_.size(), keep_, flush_timeout_ns_);
+        flusher_->submit(dir, flush_dir_, generation);
+    }
     WEFT_LOG(debug, "checkpoint: generation %llu of %s committed (%llu bytes here)",
              static_cast<unsigned long long>(generation), dir.c_str(), static_cast<unsigned long long>(prof.bytes));
     return WEFT_OK;
 }
 
-Status Ckpt::write_image(const std::string& dir, uint64_t generation, weft_ckpt_profile_t& prof, uint32_t& digest) {
+group::RegionMap Ckpt::region_map() {
+    group::RegionMap m;
+    m.arg = this;
+    m.locate = [](void* arg, const void* addr, size_t bytes, uint32_t& id, uint64_t& offset) {
+        const auto a = reinterpret_cast<uintptr_t>(addr);
+        for (const auto& [rid, r] : static_cast<Ckpt*>(arg)->regions_) {
+            const auto base = reinterpret_cast<uintptr_t>(r.base);
+            if (a >= base && a - base <= r.size && bytes <= r.size - (a - base)) {
+                id = rid;
+                offset = a - base;
+                return true;
+            }
+        }
+        return false;
+    };
+    m.resolve = [](void* arg, uint32_t id, uint64_t offset, size_t bytes) -> void* {
+        auto& regions = static_cast<Ckpt*>(arg)->regions_;
+        auto it = regions.find(id);
+        if (it == regions.end() || offset > it->second.size || bytes > it->second.size - offset) return nullptr;
+        return static_cast<uint8_t*>(it->second.base) + offset;
+    };
+    return m;
+}
+
+Status Ckpt::write_image(const std::string& dir, uint64_t generation, const std::vector<uint8_t>& snapshot,
+                         weft_ckpt_profile_t& prof, uint32_t& digest) {
     const uint64_t t0 = now_ns();
     Status st = make_dirs(generation_dir(dir, generation));
     if (st != WEFT_OK) return st;
@@ -204,7 +283,8 @@ Status Ckpt::write_image(const std::string& dir, uint64_t generation, weft_ckpt_
     h.job_size = rt_.size();
     h.rank = rt_.rank();
     h.job_id = rt_.job();
-    h.section_count = static_cast<uint32_t>(1 + regions_.size());
+    const bool has_snapshot = !snapshot.empty();
+    h.section_count = static_cast<uint32_t>(1 + has_snapshot + regions_.size());
     h.thread_level = rt_.multi_threaded() ? 1 : 0;
     h.transport = rt_.backend().name();
     const std::vector<uint8_t> file_header = encode_file_header(h);
@@ -214,8 +294,10 @@ Status Ckpt::write_image(const std::string& dir, uint64_t generation, weft_ckpt_
     // payloads are written from where they live, never copied.
     static const uint8_t zeros[8] = {};
     std::vector<std::vector<uint8_t>> headers;
-    headers.reserve(1 + regions_.size());
+    headers.reserve(2 + regions_.size());
     headers.push_back(encode_section_header(SectionKind::runtime, 0, runtime.data(), runtime.size()));
+    if (has_snapshot)
+        headers.push_back(encode_section_header(SectionKind::snapshot, 0, snapshot.data(), snapshot.size()));
     for (const auto& [id, r] : regions_)
         headers.push_back(encode_section_header(SectionKind::region, id, r.base, r.size));
     std::vector<Piece> pieces{{file_header.data(), file_header.size()}};
@@ -228,6 +310,7 @@ Status Ckpt::write_image(const std::string& dir, uint64_t generation, weft_ckpt_
     };
     add(headers[0], runtime.data(), runtime.size());
     size_t i = 1;
+    if (has_snapshot) add(headers[i++], snapshot.data(), snapshot.size());
     for (const auto& [id, r] : regions_) add(headers[i++], r.base, r.size);
     prof.bytes = 0;
     for (const Piece& p : pieces) prof.bytes += p.len;
@@ -290,11 +373,37 @@ void Ckpt::prune(const std::string& dir, uint64_t newest) {
 
 // -------------------------------------------------------------- restart
 Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restart_info_t& info) {
-    info = weft_restart_info_t{};
-    const uint64_t t0 = now_ns();
     std::string dir;
     if (Status st = directory(dir_arg, dir, "weft_restart")) return st;
     std::lock_guard<std::mutex> g(mu_);
+    Status st = restart_from(ctx, dir, info);
+    // Nothing valid here: the second directory, when there is one (every
+    // rank learnt NOT_FOUND together, so every rank tries it).
+    if (st == WEFT_ERR_NOT_FOUND && !flush_dir_.empty() && flush_dir_ != dir) {
+        WEFT_LOG(info, "restart: no valid generation in %s; trying the flush directory %s", dir.c_str(),
+                 flush_dir_.c_str());
+        const uint32_t skipped = info.skipped;
+        st = restart_from(ctx, flush_dir_, info);
+        info.skipped += skipped;
+        if (st == WEFT_ERR_NOT_FOUND) dir += " or " + flush_dir_;
+    }
+    if (st == WEFT_OK) {
+        // The next checkpoint into dir numbers on from here, even if it came
+        // from the flush directory and dir holds only older ones.
+        last_dir_ = dir;
+        last_generation_ = info.generation;
+    }
+    if (st != WEFT_ERR_NOT_FOUND) return st;
+    if (launcher_restart_)  // weft-run --restart DIR: a restart was asked for, and cannot be
+        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "restart: weft-run --restart %s: no valid generation there (%u skipped)",
+                         dir.c_str(), info.skipped);
+    WEFT_LOG(debug, "restart: no valid generation in %s (%u skipped)", dir.c_str(), info.skipped);
+    return WEFT_ERR_NOT_FOUND;
+}
+
+Status Ckpt::restart_from(weft_context_t ctx, const std::string& dir, weft_restart_info_t& info) {
+    info = weft_restart_info_t{};
+    const uint64_t t0 = now_ns();
     World w;
     if (Status st = w.open(ctx)) return st;
 
@@ -312,7 +421,7 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restar
     if (list[0] != WEFT_OK) return static_cast<Status>(list[0]);
 
     // 2. Newest first: every rank verifies its part; all agree on the worst.
-    enum : uint64_t { valid = 0, invalid = 1, other_job_size = 2, region_mismatch = 3 };
+    enum : uint64_t { valid = 0, invalid = 1, other_job_size = 2, region_mismatch = 3, state_held = 4 };
     for (uint64_t i = 0; i < list[1]; ++i) {
         const uint64_t generation = list[2 + i];
         const uint64_t t_verify = now_ns();
@@ -321,6 +430,7 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restar
         MappedFile image;
         Manifest m;
         ParsedImage parsed;
+        const Section* snapshot = nullptr;
         uint64_t verdict = valid;
         Status st = read_file(manifest_path(dir, generation), manifest_bytes);
         if (st == WEFT_ERR_NOT_FOUND)
@@ -359,6 +469,13 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restar
             // Every saved region must have a place to go, of its size.
             for (size_t s = 1; st == WEFT_OK && verdict == valid && s < parsed.sections.size(); ++s) {
                 const Section& sec = parsed.sections[s];
+                if (sec.kind == SectionKind::snapshot) {
+                    if (snapshot)
+                        st = WEFT_FAIL(WEFT_ERR_CORRUPT, "restart: %s has two runtime state sections",
+                                       image_name.c_str());
+                    snapshot = &sec;
+                    continue;
+                }
                 auto it = regions_.find(sec.id);
                 if (it == regions_.end() || it->second.size != sec.len) {
                     WEFT_LOG(error, "restart: generation %llu saved region %u of %llu bytes; here it is %s%zu%s",
@@ -368,6 +485,20 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restar
                     verdict = region_mismatch;
                 }
             }
+        }
+        // The saved requests' buffers must have places too, and the
+        // runtime must hold no state of its own to mix with them.
+        group::SnapshotCounts counts;
+        if (st == WEFT_OK && verdict == valid && snapshot) {
+            RuntimeLock lock(rt_);
+            const Status cs =
+                group::check_snapshot(rt_, snapshot->data, snapshot->len, region_map(), image_name.c_str(), counts);
+            if (cs == WEFT_ERR_INVALID_ARG)
+                verdict = region_mismatch;
+            else if (cs == WEFT_ERR_BUSY)
+                verdict = state_held;
+            else
+                st = cs;
         }
         if (st != WEFT_OK && verdict == valid) verdict = invalid;
         if (Status ast = w.max(verdict)) return ast;
@@ -379,6 +510,9 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restar
             return WEFT_FAIL(WEFT_ERR_INVALID_ARG,
                              "restart: generation %llu's regions do not match the registered ones",
                              static_cast<unsigned long long>(generation));
+        if (verdict == state_held)
+            return WEFT_FAIL(WEFT_ERR_BUSY,
+                             "restart: a rank already holds requests or messages of its own; nothing was restored");
         if (verdict == invalid) {
             WEFT_LOG(warn, "restart: generation %llu of %s is not valid on every rank; trying an older one",
                      static_cast<unsigned long long>(generation), dir.c_str());
@@ -390,9 +524,29 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restar
         const uint64_t t_load = now_ns();
         for (size_t s = 1; s < parsed.sections.size(); ++s) {
             const Section& sec = parsed.sections[s];
-            if (sec.len) std::memcpy(regions_[sec.id].base, sec.data, sec.len);
+            if (sec.kind == SectionKind::region && sec.len) std::memcpy(regions_[sec.id].base, sec.data, sec.len);
         }
         info.load_ns = now_ns() - t_load;
+
+        // 4. Replay: the requests at their places, the posted receives in
+        //    posting order, the buffered messages in arrival order. The
+        //    agreement after it is also the barrier that keeps every
+        //    peer's new traffic behind every rank's saved messages.
+        const uint64_t t_replay = now_ns();
+        uint64_t replayed = WEFT_OK;
+        if (snapshot) {
+            RuntimeLock lock(rt_);
+            replayed = group::restore_snapshot(rt_, snapshot->data, snapshot->len, region_map());
+        }
+        if (Status ast = w.max(replayed)) return ast;
+        info.replay_ns = now_ns() - t_replay;
+        if (replayed != WEFT_OK)
+            return WEFT_FAIL(static_cast<Status>(replayed),
+                             "restart: generation %llu: the runtime state could not be put back on every rank",
+                             static_cast<unsigned long long>(generation));
+        info.requests = counts.requests;
+        info.receives = counts.posted;
+        info.messages = counts.buffered;
         info.restarted = 1;
         info.generation = generation;
         info.bytes = image.size();
@@ -402,10 +556,6 @@ Status Ckpt::restart(weft_context_t ctx, const std::string& dir_arg, weft_restar
         return WEFT_OK;
     }
     info.total_ns = now_ns() - t0;
-    if (launcher_restart_)  // weft-run --restart DIR: a restart was asked for, and cannot be
-        return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "restart: weft-run --restart %s: no valid generation there (%u skipped)",
-                         dir.c_str(), info.skipped);
-    WEFT_LOG(debug, "restart: no valid generation in %s (%u skipped)", dir.c_str(), info.skipped);
     return WEFT_ERR_NOT_FOUND;
 }
 

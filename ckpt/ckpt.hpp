@@ -11,17 +11,22 @@
 
 #include <weft/ckpt.h>
 
+#include "group/snapshot.hpp"
 #include "transport/runtime.hpp"
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
 namespace weft::ckpt {
 
+class Flusher;
+
 class Ckpt {
 public:
     explicit Ckpt(Runtime& rt);
+    ~Ckpt();  // finishes a flush in progress (flush.hpp)
 
     Status region_register(uint32_t id, void* base, size_t size);
     Status region_resize(uint32_t id, void* base, size_t size);
@@ -32,14 +37,23 @@ public:
     Status checkpoint(weft_context_t ctx, const std::string& dir, weft_ckpt_profile_t& out);
     Status restart(weft_context_t ctx, const std::string& dir, weft_restart_info_t& out);
     Status need(weft_context_t ctx, int& out);
+    // The second directory committed generations are flushed to; empty: none.
+    Status set_flush_dir(const std::string& dir);
+    Status flush_wait(uint64_t generation, uint64_t timeout_ms, weft_ckpt_flush_info_t& out);
 
 private:
     struct Region {
         void* base = nullptr;
         size_t size = 0;
     };
-    // Writes this rank's image of `generation`; bytes and digest for the manifest.
-    Status write_image(const std::string& dir, uint64_t generation, weft_ckpt_profile_t& prof, uint32_t& digest);
+    // One directory's restart (restart() tries the flush directory after).
+    Status restart_from(weft_context_t ctx, const std::string& dir, weft_restart_info_t& out);
+    // Writes this rank's image of `generation` (the runtime state in
+    // `snapshot`); bytes and digest for the manifest.
+    Status write_image(const std::string& dir, uint64_t generation, const std::vector<uint8_t>& snapshot,
+                       weft_ckpt_profile_t& prof, uint32_t& digest);
+    // The regions as group/snapshot.hpp sees them (under mu_).
+    group::RegionMap region_map();
     // Rank 0, once every image is on disk: the manifest, then pruning.
     Status commit(const std::string& dir, uint64_t generation, const std::vector<uint64_t>& gathered);
     void prune(const std::string& dir, uint64_t newest);
@@ -50,12 +64,17 @@ private:
     Runtime& rt_;
     std::mutex mu_;
     std::map<uint32_t, Region> regions_;
-    uint32_t keep_;                  // committed generations kept (WEFT_CKPT_KEEP)
-    std::string launcher_dir_;       // WEFT_CKPT_DIR (weft-run --checkpoint-dir / --restart)
-    bool launcher_restart_ = false;  // WEFT_CKPT_RESTART (weft-run --restart)
-    int request_fd_ = -1;            // WEFT_CKPT_FD: weft-run's eventfd (--checkpoint-on)
-    uint64_t interval_ns_ = 0;       // WEFT_CKPT_INTERVAL_S; 0: none
-    uint64_t last_ns_ = 0;           // this rank's last checkpoint (or init)
+    uint32_t keep_;                     // committed generations kept (WEFT_CKPT_KEEP)
+    std::string launcher_dir_;          // WEFT_CKPT_DIR (weft-run --checkpoint-dir / --restart)
+    bool launcher_restart_ = false;     // WEFT_CKPT_RESTART (weft-run --restart)
+    int request_fd_ = -1;               // WEFT_CKPT_FD: weft-run's eventfd (--checkpoint-on)
+    uint64_t interval_ns_ = 0;          // WEFT_CKPT_INTERVAL_S; 0: none
+    uint64_t last_ns_ = 0;              // this rank's last checkpoint (or init)
+    std::string last_dir_;              // where this job last checkpointed or restarted for
+    uint64_t last_generation_ = 0;      // ... and that generation: the next one there is after it
+    std::string flush_dir_;             // WEFT_CKPT_FLUSH_DIR or weft_ckpt_flush_dir; empty: no flush
+    uint64_t flush_timeout_ns_ = 0;     // WEFT_CKPT_FLUSH_TIMEOUT_S: rank 0's wait for the others' copies
+    std::unique_ptr<Flusher> flusher_;  // made at the first flush
 };
 
 }  // namespace weft::ckpt

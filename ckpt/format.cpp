@@ -152,7 +152,7 @@ Status parse_image(const uint8_t* data, size_t len, const char* what, ParsedImag
                              "%s: the payload of section %u (kind %u, id %u, %llu bytes) fails its "
                              "checksum",
                              what, i, static_cast<uint32_t>(s.kind), s.id, static_cast<unsigned long long>(s.len));
-        if (s.kind != SectionKind::runtime && s.kind != SectionKind::region)
+        if (s.kind != SectionKind::runtime && s.kind != SectionKind::region && s.kind != SectionKind::snapshot)
             return WEFT_FAIL(WEFT_ERR_CORRUPT, "%s: section %u has unknown kind %u", what, i,
                              static_cast<uint32_t>(s.kind));
         off += s.len;

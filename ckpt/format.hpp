@@ -24,7 +24,8 @@
 
 namespace weft::ckpt {
 
-constexpr uint32_t format_version = 1;
+// 2: the runtime state section (snapshot); version 1 images are still read.
+constexpr uint32_t format_version = 2;
 constexpr size_t file_header_bytes = 64;
 constexpr size_t section_header_bytes = 32;
 constexpr size_t manifest_header_bytes = 32;
@@ -43,8 +44,9 @@ struct ImageHeader {
 };
 
 enum class SectionKind : uint32_t {
-    runtime = 1,  // the runtime's own state (RuntimeState below)
-    region = 2,   // a protected region; the section's id is the region's
+    runtime = 1,   // the runtime's own state (RuntimeState below)
+    region = 2,    // a protected region; the section's id is the region's
+    snapshot = 3,  // the group layer's requests and buffered messages (group/snapshot.hpp)
 };
 
 // What the runtime section holds in this format version: the job's shape as

@@ -840,6 +840,16 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
     // a release), or it may release its own receives without anyone seeing
     // that every rank was blocked. Held, the count can only fall.
     publish(WEFT_STATE_DRAIN_BLOCKED, port_.blocked_receives());
+    // So does the pending count, for the same reason: seen here with the
+    // count a previous drain left (zero), a rank whose rendezvous send was
+    // just drained by its receiver looks idle while the receiver's DRAINED
+    // reply is still on its way to it (replies are counted nowhere else),
+    // and the others could end the drain before it lands: the sender would
+    // resume still exposing its buffer (found by a checkpoint's save).
+    {
+        const weft_drain_hooks_t h = hooks();
+        publish(WEFT_STATE_DRAIN_PENDING, port_.pending_transfers() + (h.buffer ? h.buffer(h.arg) : 0));
+    }
     publish(WEFT_STATE_DRAIN_PHASE, (attempt << 4) | phase_p2p);
     // A test kills a rank here: it dies holding its own weft, with the
     // others waiting for its counters.

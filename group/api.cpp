@@ -96,7 +96,9 @@ Status check_root(const Comm& c, uint32_t root, const char* fn) {
     return WEFT_OK;
 }
 
-inline Request* req_of(weft_request_t r) { return reinterpret_cast<Request*>(r); }
+// The request a handle names; Engine::invalid_request (never live) for a
+// handle that names none.
+inline Request* req_of(weft_request_t r) { return Engine::request_of(r); }
 
 void empty_status(weft_msg_status_t* st) {
     if (st) *st = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, WEFT_OK, 0};
@@ -223,6 +225,11 @@ Status recv_common(weft_comm_t comm, void* buf, size_t count, int type, int32_t 
         else
             s = eng.p2p().irecv(*c, 0, buf, bytes, source, tag, r);
         if (s != WEFT_OK) return s;
+        // A receive matched on the spot owes its sender an answer (a
+        // synchronous send's acknowledgment, a rendezvous's FIN): it goes
+        // now, not at this rank's next progress, which may be far off (the
+        // program computes, or waits outside weft) while the sender waits.
+        if (!eng.p2p().nothing_deferred()) eng.p2p().flush_deferred();
         if (req) {
             *req = handle_of(r);
             return WEFT_OK;
@@ -529,18 +536,6 @@ std::string unsaved_state(Runtime& rt) {
     if (l->pgroups->groups() || l->pgroups->ops()) {
         std::snprintf(what, sizeof what, "%zu process group(s), %zu group operation(s) in progress",
                       l->pgroups->groups(), l->pgroups->ops());
-        return what;
-    }
-    uint64_t messages = 0, bytes = 0;
-    e.drain_port().buffered(messages, bytes);
-    if (messages) {
-        std::snprintf(what, sizeof what, "%llu buffered message(s), %llu bytes",
-                      static_cast<unsigned long long>(messages), static_cast<unsigned long long>(bytes));
-        return what;
-    }
-    if (const uint64_t n = e.drain_port().user_requests()) {
-        std::snprintf(what, sizeof what, "%llu request(s) not completed by a wait or test",
-                      static_cast<unsigned long long>(n));
         return what;
     }
     return {};

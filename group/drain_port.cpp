@@ -61,18 +61,25 @@ uint64_t DrainPort::drain_rendezvous(uint64_t& bytes) {
 }
 
 uint64_t DrainPort::pending_transfers() const {
+    const Transfers t = transfers();
+    return t.pulls + t.replies + t.exposed + t.announced;
+}
+
+DrainPort::Transfers DrainPort::transfers() const {
     const P2p& p2p = eng_.p2p();
-    uint64_t n = p2p.pulls_.size() + p2p.replies_.size();
+    Transfers t;
+    t.pulls = p2p.pulls_.size();
+    t.replies = p2p.replies_.size();
     p2p.for_each_awaiting([&](const Request& r) {
-        n += r.exposed_live;  // its receiver has yet to pull or drain it
+        t.exposed += r.exposed_live;  // its receiver has yet to pull or drain it
     });
     auto announced = [&](const MatchQueue& q) {
         for (const Unexpected& u : q.unexpected)
-            if (P2p::is_rts(u.kind)) ++n;
+            if (P2p::is_rts(u.kind)) ++t.announced;
     };
     for (const auto& [id, ctx] : p2p.contexts_) announced(*ctx.queue);
     for (const auto& [id, q] : p2p.early_) announced(*q);
-    return n;
+    return t;
 }
 
 uint64_t DrainPort::blocked_receives() const {
@@ -113,12 +120,6 @@ void DrainPort::buffered(uint64_t& messages, uint64_t& bytes) const {
     for (const auto& c : eng_.registry().comms()) count(c->p2p);
     for (const auto& [id, q] : eng_.p2p().early_)
         if (!(id & (coll_bit | create_bit))) count(*q);
-}
-
-uint64_t DrainPort::user_requests() const {
-    uint64_t n = 0;
-    for (const auto& r : eng_.p2p().requests_) n += r->magic == Request::live_magic && r->user;
-    return n;
 }
 
 }  // namespace weft::group

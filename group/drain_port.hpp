@@ -83,11 +83,13 @@ public:
     // Work that must finish before no message is in transit: pulls and
     // replies not yet done, rendezvous sends still exposed.
     uint64_t pending_transfers() const;
+    // The same, by kind (a checkpoint names what it found).
+    struct Transfers {
+        uint64_t pulls = 0, replies = 0, exposed = 0, announced = 0;
+    };
+    Transfers transfers() const;
     // Messages and bytes in weft's buffer (unexpected queues).
     void buffered(uint64_t& messages, uint64_t& bytes) const;
-    // Requests the program holds and has not completed with a wait or test
-    // (a checkpoint cannot save them yet: group/layer.hpp unsaved_state).
-    uint64_t user_requests() const;
     // An external stack's point-to-point messages (drain.h's hooks): they
     // join this rank's counters, which the drain sums.
     void count_external(uint64_t sent, uint64_t arrived) {

@@ -4,15 +4,51 @@
 
 #include "group/schedule.hpp"
 
+#include <array>
+#include <atomic>
+
 namespace weft::group {
 
 Engine::Engine(Runtime& rt) : rt_(rt), registry_(*this), coll_(*this), p2p_(*this), drain_(*this) {}
 
-Engine::~Engine() { rt_.remove_layer(engine_layer); }
+namespace {
+// The process's engines by slot: a request handle's first half.
+std::array<std::atomic<Engine*>, Engine::max_engines> engines{};
+}  // namespace
+
+Request Engine::invalid_request;
+
+Engine::~Engine() {
+    rt_.remove_layer(engine_layer);
+    if (slot_ < max_engines) engines[slot_].store(nullptr, std::memory_order_release);
+}
+
+Engine* Engine::in_slot(uint32_t slot) {
+    return slot < max_engines ? engines[slot].load(std::memory_order_acquire) : nullptr;
+}
+
+Request* Engine::request_of(weft_request_t handle) {
+    const auto v = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+    if (!v) return nullptr;
+    const uint32_t low = static_cast<uint32_t>(v);
+    const uint64_t high = v >> 32;
+    Engine* e = low && high ? in_slot(static_cast<uint32_t>(high - 1)) : nullptr;
+    Request* r = e ? e->p2p_.pool().at(low - 1) : nullptr;
+    return r ? r : &invalid_request;
+}
 
 void Engine::shutdown() { p2p_.shutdown(); }
 
 Status Engine::init() {
+    // The lowest free slot: a restarted program that makes its contexts
+    // in the same order gets the same slots, so its saved handles hold.
+    for (uint32_t s = 0; s < max_engines && slot_ == max_engines; ++s) {
+        Engine* none = nullptr;
+        if (engines[s].compare_exchange_strong(none, this, std::memory_order_acq_rel)) slot_ = s;
+    }
+    if (slot_ == max_engines)
+        return WEFT_FAIL(WEFT_ERR_BUSY, "more than %u contexts are alive in this process", max_engines);
+    p2p_.pool().set_engine_slot(slot_);
     p2p_.init();
     registry_.init();
     Status fst = coll_.init();

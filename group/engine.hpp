@@ -43,6 +43,16 @@ public:
     Collectives& coll() { return coll_; }
     DrainPort& drain_port() { return drain_; }
     Comm& world() { return registry_.world(); }
+    // This engine's place among the process's engines (one per context),
+    // which its requests' C handles carry (p2p.hpp, handle_of).
+    uint32_t slot() const { return slot_; }
+    static constexpr uint32_t max_engines = 64;
+    // The engine in `slot`, or null; the request a C handle names, or
+    // null for a NULL handle, or &invalid_request for a handle that names
+    // no request (never a live one).
+    static Engine* in_slot(uint32_t slot);
+    static Request* request_of(weft_request_t handle);
+    static Request invalid_request;
 
     // ------------------------------------------------- waiting
     // Progresses until r is done or the deadline passes (TIMEOUT).
@@ -82,6 +92,7 @@ private:
     static void on_peer_gone(void* arg, uint32_t peer, bool departed);
 
     Runtime& rt_;
+    uint32_t slot_ = max_engines;  // none until init
     // Declared in dependency order of their destruction: the buffer pool
     // last (unexpected messages in any queue hold its blocks), then the
     // registry's communicators, the collectives' scratch pool after the

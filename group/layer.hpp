@@ -29,7 +29,8 @@ Engine* engine_of(Runtime& rt);
 
 // What this rank holds that a checkpoint cannot save yet (weft/ckpt.h):
 // the first such state, described, or empty when there is none (only the
-// world communicator, nothing posted, buffered or in construction).
+// world communicator, no process group, nothing in construction). The
+// world's requests and buffered messages are saved (snapshot.hpp).
 std::string unsaved_state(Runtime& rt);
 
 }  // namespace weft::group

@@ -7,6 +7,7 @@
 #include <weft/state_window.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace weft::group {
@@ -68,24 +69,67 @@ void P2p::shutdown() {
         }
     }
     flush_deferred();
-    for (auto& r : requests_)
-        if (r->exposed_live) {
-            rt_.backend().unexpose(r->exposed);
-            r->exposed_live = false;
+    pool_.for_each([&](Request& r) {
+        if (r.exposed_live) {
+            rt_.backend().unexpose(r.exposed);
+            r.exposed_live = false;
         }
+    });
 }
 
 // ------------------------------------------------------------- requests
-Request* P2p::new_request(ReqKind k, Comm* c) {
-    Request* r;
-    if (!free_requests_.empty()) {
-        r = free_requests_.back();
-        free_requests_.pop_back();
-    } else {
-        requests_.push_back(std::make_unique<Request>());
-        r = requests_.back().get();
-        r->index = static_cast<uint32_t>(requests_.size() - 1);
+RequestPool::~RequestPool() {
+    for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+}
+
+bool RequestPool::grow() {
+    const uint32_t n = created();
+    if (n / chunk_size >= max_chunks) return false;
+    Request* chunk = new Request[chunk_size];
+    for (uint32_t i = 0; i < chunk_size; ++i) {
+        chunk[i].index = n + i;
+        chunk[i].handle = handle_value(engine_slot_, n + i);
     }
+    chunks_[n >> chunk_bits].store(chunk, std::memory_order_relaxed);
+    created_.store(n + chunk_size, std::memory_order_release);
+    for (uint32_t i = chunk_size; i-- > 0;) free_.push_back(&chunk[i]);
+    return true;
+}
+
+Request* RequestPool::take() {
+    if (free_.empty() && !grow()) {
+        // 16 Mi requests alive at once: the program never waits for them.
+        WEFT_LOG(error, "more than %u requests are alive at once (never waited for or freed)", max_chunks * chunk_size);
+        std::abort();
+    }
+    Request* r = free_.back();
+    free_.pop_back();
+    return r;
+}
+
+Request* RequestPool::take_at(uint32_t index) {
+    while (index >= created())
+        if (!grow()) return nullptr;
+    Request* want = at(index);
+    auto it = std::find(free_.begin(), free_.end(), want);
+    if (it == free_.end()) return nullptr;
+    free_.erase(it);
+    return want;
+}
+
+Request* P2p::new_request(ReqKind k, Comm* c) {
+    Request* r = pool_.take();
+    prepare(r, k, c);
+    return r;
+}
+
+Request* P2p::adopt(uint32_t index, ReqKind k, Comm* c) {
+    Request* r = pool_.take_at(index);
+    if (r) prepare(r, k, c);
+    return r;
+}
+
+void P2p::prepare(Request* r, ReqKind k, Comm* c) {
     r->magic = Request::live_magic;
     r->kind = k;
     r->done = r->user = r->matched = r->detached = false;
@@ -102,7 +146,6 @@ Request* P2p::new_request(ReqKind k, Comm* c) {
     r->status.source = -1;
     r->status.tag = -1;
     if (c) ++c->refs;
-    return r;
 }
 
 void P2p::release(Request* r) {
@@ -116,7 +159,7 @@ void P2p::release(Request* r) {
     r->scatter.reset();
     r->magic = Request::dead_magic;
     r->comm = nullptr;
-    free_requests_.push_back(r);
+    pool_.give_back(r);
     if (c) {
         --c->refs;
         eng_.registry().maybe_release_comm(c);
@@ -140,9 +183,7 @@ void P2p::arm(Request& r) {
 }
 
 Request* P2p::awaiting(uint64_t cookie) {
-    const uint64_t index = cookie & 0xffffffffu;
-    if (index >= requests_.size()) return nullptr;
-    Request* r = requests_[index].get();
+    Request* r = pool_.at(cookie & 0xffffffffu);
     const bool waits = live(r) && r->kind == ReqKind::send && !r->done && r->cookie == cookie;
     return waits ? r : nullptr;
 }

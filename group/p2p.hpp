@@ -23,6 +23,8 @@
 
 #include "group/comm.hpp"
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +60,7 @@ struct Request {
     uint32_t dest_peer = 0;
     uint64_t cookie = 0;
     uint32_t index = 0;       // its place in the pool, for good
+    uint64_t handle = 0;      // its C handle (handle_of): its engine's slot and its index
     uint32_t generation = 0;  // the times it was armed for a reply
     ExposedBuffer exposed;
     bool exposed_live = false;
@@ -77,10 +80,58 @@ struct Request {
 
 // A request handed to the application as its C handle: from now on it is
 // the user's to test, wait on or free (group/api.cpp, group/ft_api.cpp).
+// The handle names the request by its engine's slot (Engine::slot) and its
+// place in the pool, never by address: a restarted program's saved handles
+// name the requests a restart re-creates at the same places (weft/ckpt.h),
+// and a handle that names nothing is refused, not dereferenced.
 inline weft_request_t handle_of(Request* r) {
     r->user = true;
-    return reinterpret_cast<weft_request_t>(r);
+    return reinterpret_cast<weft_request_t>(static_cast<uintptr_t>(r->handle));
 }
+inline uint64_t handle_value(uint32_t engine_slot, uint32_t index) {
+    return uint64_t(engine_slot + 1) << 32 | (uint64_t(index) + 1);
+}
+
+// Every request of one engine, in chunks that never move: a request's
+// index names it for good. `at` reads without the engine's lock (a handle
+// is checked before the API lock is taken): a chunk is published before
+// the count that covers it.
+class RequestPool {
+public:
+    static constexpr uint32_t chunk_bits = 10;
+    static constexpr uint32_t chunk_size = 1u << chunk_bits;
+    static constexpr uint32_t max_chunks = 16384;  // 16 Mi requests
+    RequestPool() = default;
+    RequestPool(const RequestPool&) = delete;
+    RequestPool& operator=(const RequestPool&) = delete;
+    ~RequestPool();
+    // The slot its requests' handles carry (Engine::init, before any request).
+    void set_engine_slot(uint32_t slot) { engine_slot_ = slot; }
+    // The request at index, or null if there is none (yet).
+    Request* at(uint64_t index) const {
+        if (index >= created_.load(std::memory_order_acquire)) return nullptr;
+        return chunks_[index >> chunk_bits].load(std::memory_order_relaxed) + (index & (chunk_size - 1));
+    }
+    uint32_t created() const { return created_.load(std::memory_order_relaxed); }
+    // A free request (the lowest index first after a chunk is added).
+    Request* take();
+    // The request at `index` if it is free (a restart re-creating a saved
+    // request at its place), else null.
+    Request* take_at(uint32_t index);
+    void give_back(Request* r) { free_.push_back(r); }
+    template <typename F>
+    void for_each(F f) const {
+        const uint32_t n = created();
+        for (uint32_t i = 0; i < n; ++i) f(*at(i));
+    }
+
+private:
+    bool grow();
+    std::array<std::atomic<Request*>, max_chunks> chunks_{};
+    std::atomic<uint32_t> created_{0};
+    std::vector<Request*> free_;
+    uint32_t engine_slot_ = 0;
+};
 
 class P2p {
 public:
@@ -98,10 +149,18 @@ public:
 
     // ------------------------------------------------- requests
     Request* new_request(ReqKind k, Comm* c);
+    // A restart re-creating a saved request at its place (snapshot.cpp):
+    // the request at `index`, made as new_request makes one, or null if
+    // that place is taken.
+    Request* adopt(uint32_t index, ReqKind k, Comm* c);
+    // Contexts that received messages before this rank created them.
+    size_t early_contexts() const { return early_.size(); }
     void complete(Request& r, Status st);
     // Copies out the status and returns the request to the pool.
     Status finish(Request& r, weft_msg_status_t* status);
     bool live(const Request* r) const { return r && r->magic == Request::live_magic; }
+    RequestPool& pool() { return pool_; }
+    const RequestPool& pool() const { return pool_; }
     // A request that is already complete with st (PROC_NULL operations).
     Request* completed_request(Comm& c, ReqKind k, const weft_msg_status_t& st);
 
@@ -170,6 +229,7 @@ private:
     friend class DrainPort;
 
     void release(Request* r);
+    void prepare(Request* r, ReqKind k, Comm* c);
     // Gives a send its cookie: from now on a reply may complete it.
     void arm(Request& r);
     // The send a reply's cookie names and waits for it, or null.
@@ -179,8 +239,9 @@ private:
     // the request, never release it.
     template <typename F>
     void for_each_awaiting(F f) const {
-        for (auto& r : requests_)
-            if (r->magic == Request::live_magic && r->kind == ReqKind::send && r->cookie && !r->done) f(*r);
+        pool_.for_each([&](Request& r) {
+            if (r.magic == Request::live_magic && r.kind == ReqKind::send && r.cookie && !r.done) f(r);
+        });
     }
     MatchQueue* queue_for(uint64_t context);
     static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
@@ -203,8 +264,7 @@ private:
     std::unordered_map<uint64_t, Context> contexts_;
     // Messages for contexts this rank has not created yet.
     std::unordered_map<uint64_t, std::unique_ptr<MatchQueue>> early_;
-    std::vector<std::unique_ptr<Request>> requests_;
-    std::vector<Request*> free_requests_;
+    RequestPool pool_;
     struct PendingPull {
         Request* r;
         Unexpected u;

@@ -11,11 +11,20 @@
  * its regions back into the regions the restarted program registered under
  * the same IDs.
  *
- * This version saves the runtime's state as far as the job's shape (job
- * size, universe, transport): a checkpoint is refused, on every rank and
- * before anything is written, while a rank holds state it cannot save yet
- * — a communicator other than the world, a process group, a posted receive
- * or a buffered message — (WEFT_ERR_UNSUPPORTED, the log names it).
+ * The runtime's state on the world communicator is saved too, and a
+ * restart puts it back: the requests the program holds (completed ones not
+ * yet waited for, posted receives, synchronous sends whose receiver owes
+ * the acknowledgment), the posted receives in posting order and the
+ * messages in weft's buffer in arrival order. Request handles name a
+ * request by its place, not its address, so handles the program kept in a
+ * protected region name the same requests after the restart (make the
+ * process's contexts in the same order, and call weft_restart before any
+ * point-to-point traffic). A posted receive's buffer must lie inside a
+ * protected region, or the checkpoint fails on every rank before anything
+ * is written (WEFT_ERR_INVALID_ARG). A checkpoint is refused the same way
+ * (WEFT_ERR_UNSUPPORTED, the log names it) while a rank holds state weft
+ * cannot save yet: a communicator other than the world, a process group,
+ * a collective in progress.
  *
  * Thread affinity: the region calls from any thread (they take the
  * context's lock); weft_checkpoint and weft_restart from one thread per
@@ -49,11 +58,15 @@ weft_status_t weft_ckpt_region_remove(weft_context_t ctx, uint32_t id);
 typedef struct weft_ckpt_profile {
     uint64_t generation; /* the generation written (1, 2, ...) */
     uint64_t bytes;      /* this rank's image */
-    uint64_t drain_ns;   /* request to quiescent point, and the check that nothing unsaved is live */
+    uint64_t drain_ns;   /* request to quiescent point, encoding the runtime state, and the agreement */
     uint64_t write_ns;   /* building the image and its write calls (checksums included) */
     uint64_t fsync_ns;   /* fsync of the image and its rename */
     uint64_t commit_ns;  /* every rank's image known on disk; rank 0: the folder's fsync, the manifest, pruning */
     uint64_t total_ns;
+    /* What the image holds of the runtime on the world communicator: */
+    uint32_t requests; /* requests the program holds (completed, posted, or synchronous sends awaiting their ack) */
+    uint32_t receives; /* of which posted receives */
+    uint32_t messages; /* messages in weft's buffer, not yet received */
 } weft_ckpt_profile_t;
 
 /*
@@ -82,6 +95,41 @@ weft_status_t weft_checkpoint(weft_context_t ctx, const char* dir, weft_ckpt_pro
  */
 weft_status_t weft_ckpt_need(weft_context_t ctx, int* need);
 
+/* -------------------------------------------------- flush to a second directory */
+
+/*
+ * Every generation committed from now on is also copied, in the background,
+ * to `dir` (a parallel file system in production, where the checkpoint
+ * directory is node-local or faster): each rank copies its own image there
+ * the durable way and verifies the copy; rank 0 then verifies every rank's
+ * copy and writes the manifest there last, so a flushed generation is valid
+ * only when all of it is; the newest WEFT_CKPT_KEEP stay. The copy runs on
+ * a thread of weft's that touches only files: weft_checkpoint returns at
+ * its commit, not after the flush. A generation still waiting when a newer
+ * one commits is skipped. weft_restart tries `dir` when the checkpoint
+ * directory has no valid generation. NULL stops flushing. Local (not
+ * collective); WEFT_CKPT_FLUSH_DIR sets it at init. Rank 0 waits for the
+ * other ranks' copies of a generation at most WEFT_CKPT_FLUSH_TIMEOUT_S
+ * seconds (default 120).
+ */
+weft_status_t weft_ckpt_flush_dir(weft_context_t ctx, const char* dir);
+
+typedef struct weft_ckpt_flush_info {
+    uint64_t copy_ns;   /* this rank's copy: read, write, fsync, rename */
+    uint64_t verify_ns; /* re-reading and checking it (rank 0: and every rank's copy) */
+} weft_ckpt_flush_info_t;
+
+/*
+ * Waits at most timeout_ms for this rank's part of generation's flush:
+ * WEFT_OK once its copy is verified (rank 0: once the generation is
+ * committed in the flush directory), or the flush's failure (WEFT_ERR_IO,
+ * WEFT_ERR_CORRUPT, WEFT_ERR_TIMEOUT), WEFT_ERR_NOT_FOUND for a generation
+ * never handed to the flush or skipped for a newer one. Local. `info` may
+ * be NULL.
+ */
+weft_status_t weft_ckpt_flush_wait(weft_context_t ctx, uint64_t generation, uint64_t timeout_ms,
+                                   weft_ckpt_flush_info_t* info);
+
 /* ------------------------------------------------------------------ restart */
 
 typedef struct weft_restart_info {
@@ -93,6 +141,10 @@ typedef struct weft_restart_info {
     uint64_t verify_ns; /* reading and checking the manifest and this rank's image, and agreeing */
     uint64_t load_ns;   /* copying the regions back */
     uint64_t total_ns;
+    uint64_t replay_ns; /* re-creating the saved requests, re-posting receives, re-buffering messages, agreeing */
+    uint32_t requests;  /* requests re-created at their handles */
+    uint32_t receives;  /* of which receives re-posted, in posting order */
+    uint32_t messages;  /* buffered messages put back, in arrival order */
 } weft_restart_info_t;
 
 /*
@@ -102,10 +154,16 @@ typedef struct weft_restart_info {
  * size). Newer generations that fail on any rank are skipped by all ranks
  * together; nothing is copied until every rank has verified its image.
  *   WEFT_OK          restored (info->restarted = 1)
- *   WEFT_ERR_NOT_FOUND  no valid generation (a first start; info->restarted = 0;
- *                       logged as an error when weft-run was told --restart)
+ *   WEFT_ERR_NOT_FOUND  no valid generation, in `dir` nor in the flush directory
+ *                       (a first start; info->restarted = 0; logged as an
+ *                       error when weft-run was told --restart)
  *   WEFT_ERR_BAD_PARAM  the newest manifest was written by a job of another size
- *   WEFT_ERR_INVALID_ARG  a saved region is not registered here, or its size differs
+ *   WEFT_ERR_INVALID_ARG  a saved region is not registered here, or its size differs,
+ *                       or this is not the process's context the checkpoint was taken in
+ *   WEFT_ERR_BUSY       a rank already holds requests or buffered messages (nothing restored)
+ * After WEFT_OK the saved requests are live again at their old handles and
+ * the saved messages wait in weft's buffer: the program waits and receives
+ * as it would have without the checkpoint.
  * `info` may be NULL.
  */
 weft_status_t weft_restart(weft_context_t ctx, const char* dir, weft_restart_info_t* info);

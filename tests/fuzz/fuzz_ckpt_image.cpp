@@ -1,14 +1,17 @@
 // fuzz_ckpt_image.cpp — the checkpoint image and manifest parsers
-// (ckpt/format.cpp) on arbitrary bytes, as a restart reads them from a disk
-// that may hold anything. Two properties:
-//   1. raw input: parse_image and parse_manifest return a status, never
-//      read outside the input, and what they accept stays inside it;
+// (ckpt/format.cpp) and the runtime state's (group/snapshot_format.cpp) on
+// arbitrary bytes, as a restart reads them from a disk that may hold
+// anything. Three properties:
+//   1. raw input: parse_image, parse_manifest and parse_snapshot return a
+//      status, never read outside the input, and what they accept stays
+//      inside it; a snapshot they accept encodes back to the same bytes;
 //   2. structure: an image built from the input (regions cut from it) parses
 //      back to exactly those regions, and the same image with one byte
 //      changed (where and how the input says) is refused.
 #include "ckpt/format.hpp"
 
 #include "ckpt/crc32c.hpp"
+#include "group/snapshot_format.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +63,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             check(s.data >= raw.data() && s.len <= size_t(raw.data() + raw.size() - s.data));
     Manifest m;
     if (parse_manifest(raw.data(), raw.size(), "fuzz", m) == WEFT_OK) check(m.ranks.size() == m.job_size);
+    weft::group::Snapshot snap;
+    if (weft::group::parse_snapshot(raw.data(), raw.size(), 8, "fuzz", snap) == WEFT_OK) {
+        for (const auto& msg : snap.messages)
+            check(msg.len == 0 || (msg.data >= raw.data() && msg.len <= size_t(raw.data() + raw.size() - msg.data)));
+        for (uint32_t place : snap.posted) check(place < snap.requests.size());
+        check(weft::group::encode_snapshot(snap) == raw);  // the format has one spelling per state
+    }
 
     // 2. A valid image from the input, then one byte of it changed.
     if (size < 3) return 0;

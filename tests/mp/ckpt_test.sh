@@ -11,7 +11,16 @@
 #   5. weft_ckpt_need after WEFT_CKPT_INTERVAL_S, and weft-run's
 #      --checkpoint-dir as the directory of NULL;
 #   6. on a 2 MiB tmpfs a checkpoint of 1 MiB per rank fails cleanly on
-#      every rank (IO), leaves no generation, and the job goes on.
+#      every rank (IO), leaves no generation, and the job goes on;
+#   7. a job checkpoints with posted receives, buffered messages and
+#      synchronous sends awaiting their acknowledgments on every rank, and
+#      the next job restarts them at their saved handles and finishes the
+#      same; that job checkpoints again, and the next restarts it, eight
+#      times (the first drain of a restarted job, right after its replay,
+#      once ended before a DRAINED reply reached its sender);
+#   8. a soak: a checkpoint every 2 s with messages in flight for
+#      WEFT_CKPT_SOAK_S seconds (default 20; bench/RESULTS.md has a 5-minute
+#      run), bounded by weft-run's timeout.
 # Every job is bounded by weft-run's --timeout.
 set -uo pipefail
 run=$1 bin=$2 transport=$3
@@ -49,6 +58,16 @@ job 13 RestartIntoAnotherSizeIsRefused 2 || fail "a 2-rank job restarting a 3-ra
 mkdir "$dir/launcher"
 WEFT_CKPT_INTERVAL_S=1 job 1 NeedAfterTheIntervalAndTheLaunchersDirectory 3 --checkpoint-dir "$dir/launcher" ||
   fail "weft_ckpt_need and the launcher's directory"
+# 7. The runtime's point-to-point state, replayed by a new job, twice:
+#    checkpoint -> restart -> checkpoint -> restart.
+mkdir "$dir/inflight"
+WEFT_TEST_CKPT_DIR=$dir/inflight job 1 WriteInFlight 3 || fail "a checkpoint with messages in flight"
+WEFT_TEST_CKPT_DIR=$dir/inflight job 1 RestartInFlight 3 || fail "a restart replaying messages in flight"
+grep -q "CKPT in flight: restarted generation 1, 6 requests and 5 messages" "$out" || fail "the replay counts"
+for step in 2 3 4 5 6 7 8; do
+  WEFT_TEST_CKPT_DIR=$dir/inflight job $step RestartInFlight 3 || fail "restart number $step"
+  grep -q "CKPT in flight: restarted generation $step, 6 requests and 5 messages" "$out" || fail "replay number $step"
+done
 # 6. A full disk: a 2 MiB tmpfs (root only: CI is).
 full=$(mktemp -d /tmp/weft-ckpt-full-XXXXXX)
 if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=2m weft-ckpt-full "$full" 2>/dev/null; then
@@ -58,4 +77,10 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=2m weft-ckpt-full "$full" 2>/dev
 else
   echo "ckpt_test: the full-disk part is skipped: cannot mount a tmpfs (not root?)"
 fi
+# 8. The soak.
+soak=${WEFT_CKPT_SOAK_S:-20}
+mkdir "$dir/soak"
+WEFT_TEST_CKPT_DIR=$dir/soak WEFT_TEST_SOAK_S=$soak WEFT_CKPT_INTERVAL_S=2 GTEST_FILTER=CkptJob.Soak \
+  "$run" --timeout $((soak + 120)) --transport "$transport" -n 3 "$bin" >"$out" 2>&1 || fail "the soak"
+grep -E '^CKPT' "$out"
 echo "ckpt_test: ok"

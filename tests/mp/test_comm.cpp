@@ -9,6 +9,8 @@
 #include "tests/mp/comm_util.hpp"
 #include "tests/mp/raw_enums.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -302,6 +304,47 @@ TEST_F(P2P, SsendReturnsOnlyAfterReceiverPosted) {
     }
     barrier();
     ASSERT_EQ(weft_window_free(win), WEFT_OK);
+}
+
+// A receive that matches a buffered synchronous or rendezvous message
+// answers its sender before it returns: the sender completes while the
+// receiver stays out of weft (it computes, or waits elsewhere). Both
+// ranks know the moment T the receiver comes back (now + 4 s, agreed in
+// advance); the sender tests its sends until a second before T. Before the
+// fix the answer waited for the receiver's next progress, after T.
+TEST_F(P2P, AReceiveAnswersItsSenderBeforeReturning) {
+    if (size % 2) GTEST_SKIP() << "pairs need an even rank count";
+    const int32_t tag = 262;
+    const uint32_t partner = rank ^ 1u;
+    const size_t sizes[2] = {kSmall, rendezvous_size()};
+    uint64_t back_at = now_ns() + 4000000000ull;  // steady clock of rank 0, as a deadline for everyone
+    ASSERT_EQ(weft_bcast(w_, &back_at, 1, WEFT_UINT64, 0), WEFT_OK);
+    if (rank % 2 == 0) {
+        std::vector<uint8_t> data[2];
+        weft_request_t reqs[2];
+        for (int i = 0; i < 2; ++i) {
+            data[i] = pattern(msg_seed(rank, tag + i, 0), sizes[i]);
+            ASSERT_EQ(weft_issend(w_, data[i].data(), sizes[i], WEFT_BYTE, partner, tag + i, &reqs[i]), WEFT_OK);
+        }
+        auto done = [&] { return !reqs[0] && !reqs[1]; };
+        while (!done() && now_ns() + 1000000000ull < back_at) {
+            for (auto& r : reqs) {
+                int flag = 0;
+                ASSERT_EQ(weft_request_test(&r, &flag, nullptr), WEFT_OK);
+            }
+        }
+        EXPECT_TRUE(done()) << "the receiver matched both messages and then stayed out of weft; its answers never came";
+        ASSERT_EQ(weft_request_waitall(2, reqs, nullptr), WEFT_OK);
+    } else {
+        // Both messages buffered here first, then received at once.
+        weft_msg_status_t st;
+        for (int i = 0; i < 2; ++i) {
+            ASSERT_EQ(weft_probe(w_, int32_t(partner), tag + i, &st), WEFT_OK);
+        }
+        for (int i = 0; i < 2; ++i) recv_pattern(w_, sizes[i], partner, tag + i, 0, "matched on the spot");
+        while (now_ns() < back_at) usleep(10000);  // out of weft
+    }
+    barrier();
 }
 
 // ---------------------------------------------------------------- rendezvous

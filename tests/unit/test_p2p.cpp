@@ -115,8 +115,8 @@ protected:
                   WEFT_OK);
         for (int i = 0; i < 100; ++i) weft_progress(ctx, nullptr);
     }
-    static uint64_t cookie_of(weft_request_t r) { return reinterpret_cast<weft::group::Request*>(r)->cookie; }
-    static bool done(weft_request_t r) { return reinterpret_cast<weft::group::Request*>(r)->done; }
+    static uint64_t cookie_of(weft_request_t r) { return weft::group::Engine::request_of(r)->cookie; }
+    static bool done(weft_request_t r) { return weft::group::Engine::request_of(r)->done; }
 
     weft_context_t ctx = nullptr;
     weft_comm_t world = nullptr;

@@ -1,0 +1,69 @@
+// snapshot.hpp — what a checkpoint saves of the group layer, and how a
+// restart puts it back (weft/ckpt.h, docs/checkpoint.md "Runtime state").
+//
+// At the drain's quiescent point nothing is in transit: every message is
+// either matched or in weft's buffer, every rendezvous was pulled into it,
+// and no reply is owed that has not been sent. What is left on the world
+// communicator is
+//   - the requests the program holds: completed ones it has not waited for
+//     (their statuses), receives still posted (their envelopes, and their
+//     buffers as a protected region's ID and offset), synchronous sends
+//     whose receiver buffered the message and owes the acknowledgment
+//     (their cookies);
+//   - the posted receives in posting order;
+//   - the buffered messages in arrival order, envelopes and bytes (a
+//     synchronous one keeps its sender's cookie: the receive that matches
+//     it after the restart sends the acknowledgment the sender waits for).
+// A restart re-creates each request at its place in the pool, so the
+// handles the program saved in its regions name them again (p2p.hpp,
+// handle_of), and puts both queues back in order: matching then goes on
+// as it would have without the checkpoint.
+//
+// Not saved yet (the checkpoint is refused with UNSUPPORTED, agreed by
+// every rank): communicators besides the world, process groups, requests
+// weft holds for itself (a collective in progress, a receive blocked on
+// another thread), traffic for a context not created yet.
+//
+// The bytes and their verifying parser: snapshot_format.hpp.
+#pragma once
+
+#include "transport/runtime.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::group {
+
+// Where the program's memory is, in terms a restarted program can resolve:
+// the checkpoint layer's protected regions.
+struct RegionMap {
+    void* arg = nullptr;
+    // The region holding [addr, addr + bytes), as its ID and offset.
+    bool (*locate)(void* arg, const void* addr, size_t bytes, uint32_t& id, uint64_t& offset) = nullptr;
+    // The address of [offset, offset + bytes) of region `id`, or null.
+    void* (*resolve)(void* arg, uint32_t id, uint64_t offset, size_t bytes) = nullptr;
+};
+
+struct SnapshotCounts {
+    uint32_t requests = 0;  // held by the program
+    uint32_t posted = 0;    // receives still posted
+    uint32_t buffered = 0;  // messages in weft's buffer
+    uint64_t buffered_bytes = 0;
+};
+
+// At the quiescent point: this rank's saved state. UNSUPPORTED (logged,
+// with what) for state weft cannot save yet; INVALID_ARG for a posted
+// receive whose buffer is in no protected region.
+Status save_snapshot(Runtime& rt, const RegionMap& regions, std::vector<uint8_t>& out, SnapshotCounts& counts);
+// Restart's verify step: CORRUPT for malformed bytes (what: the file, for
+// the log), INVALID_ARG for a posted receive whose region is not
+// registered here or is too small, BUSY when this rank already holds
+// state (a restart puts the saved state into a fresh runtime only).
+Status check_snapshot(Runtime& rt, const uint8_t* data, size_t len, const RegionMap& regions, const char* what,
+                      SnapshotCounts& counts);
+// After check_snapshot passed on every rank: re-creates the requests and
+// the queues.
+Status restore_snapshot(Runtime& rt, const uint8_t* data, size_t len, const RegionMap& regions);
+
+}  // namespace weft::group
