@@ -92,7 +92,6 @@ int main(void) {
     {
         /* A protected region survives a checkpoint and a restart. */
         char dir[] = "/tmp/weft-c-abi-XXXXXX";
-        char path[64];
         uint64_t state[4] = {1, 2, 3, 4};
         weft_ckpt_profile_t prof;
         weft_restart_info_t info;
@@ -107,13 +106,36 @@ int main(void) {
         CHECK(weft_checkpoint(ctx, NULL, NULL) == WEFT_ERR_INVALID_ARG);
         CHECK(weft_ckpt_region_remove(ctx, 7) == WEFT_OK);
         CHECK(weft_ckpt_region_remove(ctx, 7) == WEFT_ERR_NOT_FOUND);
-        snprintf(path, sizeof path, "%s/gen-%020d/MANIFEST", dir, 1);
-        remove(path);
-        snprintf(path, sizeof path, "%s/gen-%020d/rank-000000.img", dir, 1);
-        remove(path);
-        snprintf(path, sizeof path, "%s/gen-%020d", dir, 1);
-        remove(path);
-        remove(dir);
+        {
+            /* A posted receive, its handle and buffer in a region, through a
+             * checkpoint flushed to a second directory, and a restart: the
+             * saved handle names the receive again. */
+            struct {
+                weft_request_t req;
+                uint64_t inbox;
+            } held = {NULL, 0};
+            char second[] = "/tmp/weft-c-abi-XXXXXX";
+            char cmd[128];
+            const uint64_t v = 42;
+            weft_ckpt_flush_info_t fi;
+            weft_comm_t world = NULL;
+            CHECK(weft_comm_world(ctx, &world) == WEFT_OK);
+            CHECK(mkdtemp(second) != NULL);
+            CHECK(weft_ckpt_flush_dir(ctx, second) == WEFT_OK);
+            CHECK(weft_ckpt_region_register(ctx, 8, &held, sizeof held) == WEFT_OK);
+            CHECK(weft_irecv(world, &held.inbox, 1, WEFT_UINT64, 0, 5, &held.req) == WEFT_OK);
+            CHECK(weft_checkpoint(ctx, dir, &prof) == WEFT_OK && prof.receives == 1);
+            CHECK(weft_ckpt_flush_wait(ctx, prof.generation, 60000, &fi) == WEFT_OK);
+            CHECK(weft_request_cancel(held.req) == WEFT_OK);
+            CHECK(weft_request_wait(&held.req, NULL) == WEFT_OK && held.req == NULL);
+            CHECK(weft_restart(ctx, dir, &info) == WEFT_OK && info.receives == 1 && held.req != NULL);
+            CHECK(weft_send(world, &v, 1, WEFT_UINT64, 0, 5) == WEFT_OK);
+            CHECK(weft_request_wait(&held.req, NULL) == WEFT_OK && held.inbox == 42);
+            CHECK(weft_ckpt_flush_dir(ctx, NULL) == WEFT_OK);
+            CHECK(weft_ckpt_region_remove(ctx, 8) == WEFT_OK);
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, second);
+            CHECK(system(cmd) == 0);
+        }
     }
 
     CHECK(weft_finalize(ctx) == WEFT_OK);
