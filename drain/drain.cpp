@@ -874,6 +874,9 @@ Drain::Code Drain::p2p_phase(uint64_t attempt, weft_drain_result_t& res) {
         // its own is still moving.
         const weft_drain_hooks_t h = hooks();
         const uint64_t external = h.buffer ? h.buffer(h.arg) : 0;
+        // A test slows a rank down here: it has pulled and answered, and
+        // its peers still read the count it published before.
+        WEFT_FAULT_POINT("drain.p2p.round");
         publish(WEFT_STATE_DRAIN_PENDING, port_.pending_transfers() + external);
         publish(WEFT_STATE_DRAIN_BLOCKED, port_.blocked_receives());
         cur.clear();

@@ -2,10 +2,12 @@
 #include "transport/common.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <csignal>
+#include <thread>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,14 +185,17 @@ struct Point {
     char name[128];
     uint64_t count;  // fire on the count-th hit
     uint64_t hits;
-    int signal;
+    int signal;         // 0: a delay
+    uint64_t delay_ms;  // delay: how long the thread that reaches it sleeps
 };
 Point g_points[16];
 int g_npoints = 0;
 }  // namespace
 
-// WEFT_FAULT_POINTS="kill@name#count;stop@name#count" (set by weft-run for
-// the chosen rank only).
+// WEFT_FAULT_POINTS="kill@name#count;stop@name#count;delayMS@name#count"
+// (set by weft-run for the chosen rank only). A delay puts the thread that
+// reaches the point to sleep for MS milliseconds: a rank slowed down at an
+// exact place (a descheduled thread, on demand), to test a race.
 void init_from_env() {
     g_npoints = 0;
     armed.store(false, std::memory_order_relaxed);
@@ -218,7 +223,8 @@ void init_from_env() {
         std::snprintf(p.name, sizeof p.name, "%s", rest.c_str());
         p.count = count;
         p.hits = 0;
-        p.signal = action == "stop" ? SIGSTOP : SIGKILL;
+        p.signal = action == "stop" ? SIGSTOP : action.rfind("delay", 0) == 0 ? 0 : SIGKILL;
+        p.delay_ms = p.signal ? 0 : std::strtoull(action.c_str() + 5, nullptr, 10);
         ++g_npoints;
     }
     armed.store(g_npoints > 0, std::memory_order_relaxed);
@@ -229,6 +235,12 @@ void hit(const char* name) {
         Point& p = g_points[i];
         if (std::strcmp(p.name, name) != 0) continue;
         if (++p.hits == p.count) {
+            if (!p.signal) {
+                WEFT_LOG(info, "fault point %s reached (hit %llu): sleeping %llu ms", name,
+                         static_cast<unsigned long long>(p.hits), static_cast<unsigned long long>(p.delay_ms));
+                std::this_thread::sleep_for(std::chrono::milliseconds(p.delay_ms));
+                continue;
+            }
             WEFT_LOG(info, "fault point %s reached (hit %llu): raising %s", name,
                      static_cast<unsigned long long>(p.hits), p.signal == SIGKILL ? "SIGKILL" : "SIGSTOP");
             raise(p.signal);

@@ -18,6 +18,7 @@
 #      same; that job checkpoints again, and the next restarts it, eight
 #      times (the first drain of a restarted job, right after its replay,
 #      once ended before a DRAINED reply reached its sender);
+#   9. a checkpoint whose drain is slowed down on two ranks (delay faults);
 #   8. a soak: a checkpoint every 2 s with messages in flight for
 #      WEFT_CKPT_SOAK_S seconds (default 20; bench/RESULTS.md has a 5-minute
 #      run), bounded by weft-run's timeout.
@@ -77,6 +78,15 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=2m weft-ckpt-full "$full" 2>/dev
 else
   echo "ckpt_test: the full-disk part is skipped: cannot mount a tmpfs (not root?)"
 fi
+# 9. Two drain threads slowed down (delay fault points): rank 0 right after
+#    it announces the point-to-point phase, rank 2 after its first round's
+#    pulls and answers, before it publishes its count. Rank 1 then reads
+#    both in the phase; before the fix it read the pending counts a previous
+#    drain left (zero), ended the drain, and rank 2's save found its
+#    rendezvous send still waiting for rank 0's answer (5 of 5 runs).
+mkdir "$dir/delay"
+WEFT_TEST_CKPT_DIR=$dir/delay job 1 CheckpointInFlight 3 --fault delay:rank=0:at=drain.p2p.phase:for=0.5 \
+  --fault delay:rank=2:at=drain.p2p.round:for=0.5 || fail "a checkpoint with two drain threads slowed down"
 # 8. The soak.
 soak=${WEFT_CKPT_SOAK_S:-20}
 mkdir "$dir/soak"

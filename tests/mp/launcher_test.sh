@@ -72,6 +72,10 @@ timeout 10 "$run" --fault explode:rank=0 -n 2 "$helper" hang >/dev/null 2>&1
 check "a bad --fault is rejected" 2 $?
 timeout 10 "$run" --fault kill:rank=5:after=1 -n 2 "$helper" hang >/dev/null 2>&1
 check "a fault on a rank outside the job is rejected" 2 $?
+timeout 10 "$run" --fault delay:rank=0:after=1 -n 2 "$helper" hang >/dev/null 2>&1
+check "a delay needs at=NAME" 2 $?
+timeout 10 "$run" --fault delay:host=0:at=x --hosts 1 -n 2 "$helper" hang >/dev/null 2>&1
+check "a delay needs a rank, not a host" 2 $?
 
 if [ $fail = 0 ]; then echo "launcher tests: all passed"; fi
 exit $fail

@@ -249,7 +249,11 @@ void Launcher::spawn(uint32_t index) {
     for (const auto& f : opt_.faults) {
         if (f.at.empty() || f.job != p.job || f.rank != p.rank) continue;
         if (!points.empty()) points += ";";
-        points += (f.action == FaultAction::kill ? "kill@" : "stop@") + f.at + "#" + std::to_string(f.count);
+        const std::string action = f.action == FaultAction::kill ? "kill"
+                                   : f.action == FaultAction::stop
+                                       ? "stop"
+                                       : "delay" + std::to_string(uint64_t((f.for_s >= 0 ? f.for_s : 0.5) * 1000));
+        points += action + "@" + f.at + "#" + std::to_string(f.count);
         if (f.action == FaultAction::kill) p.expected_death = true;
     }
     for (const auto& f : opt_.faults) {

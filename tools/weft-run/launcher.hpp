@@ -18,7 +18,9 @@ struct JobSpec {
 // node loss (its PID 1 is killed, and with it every process of the host),
 // stop stops every rank of the host (a hung node), cut takes its link down
 // (and up again after for=SEC).
-enum class FaultAction { kill, stop, cut };
+// delay slows the rank down at a fault point: the thread that reaches it
+// sleeps for=SEC (default 0.5).
+enum class FaultAction { kill, stop, cut, delay };
 
 struct FaultSpec {
     FaultAction action = FaultAction::kill;
@@ -26,7 +28,7 @@ struct FaultSpec {
     uint32_t rank = 0;
     int32_t host = -1;    // >= 0: a host fault
     double after_s = -1;  // timed: signal after this many seconds
-    double for_s = -1;    // stop only: SIGCONT after this many seconds
+    double for_s = -1;    // stop: SIGCONT after this many seconds; cut: link up again; delay: its length
     std::string at;       // fault point name (the rank signals itself)
     uint64_t count = 1;
 };

@@ -45,6 +45,8 @@ void usage(std::FILE* out) {
                  "                         stop:rank=R[:job=J]:after=SEC[:for=SEC]\n"
                  "                         kill:rank=R[:job=J]:at=NAME[:count=K]\n"
                  "                         stop:rank=R[:job=J]:at=NAME[:count=K]\n"
+                 "                         delay:rank=R[:job=J]:at=NAME[:count=K][:for=SEC]\n"
+                 "                                                       (sleeps there; default 0.5 s)\n"
                  "                         kill:host=H:after=SEC         (--hosts: a node loss)\n"
                  "                         stop:host=H:after=SEC[:for=SEC] (every rank of host H)\n"
                  "                         cut:host=H:after=SEC[:for=SEC]  (host H's link down)\n"
@@ -80,11 +82,14 @@ bool parse_fault(const std::string& text, FaultSpec& f, std::string& error) {
         parts.push_back(text.substr(pos, c - pos));
         pos = c + 1;
     }
-    if (parts.empty() || (parts[0] != "kill" && parts[0] != "stop" && parts[0] != "cut")) {
-        error = "a fault starts with kill, stop or cut";
+    if (parts.empty() || (parts[0] != "kill" && parts[0] != "stop" && parts[0] != "cut" && parts[0] != "delay")) {
+        error = "a fault starts with kill, stop, cut or delay";
         return false;
     }
-    f.action = parts[0] == "kill" ? FaultAction::kill : parts[0] == "stop" ? FaultAction::stop : FaultAction::cut;
+    f.action = parts[0] == "kill"   ? FaultAction::kill
+               : parts[0] == "stop" ? FaultAction::stop
+               : parts[0] == "cut"  ? FaultAction::cut
+                                    : FaultAction::delay;
     bool have_rank = false;
     for (size_t i = 1; i < parts.size(); ++i) {
         size_t eq = parts[i].find('=');
@@ -128,8 +133,12 @@ bool parse_fault(const std::string& text, FaultSpec& f, std::string& error) {
         error = "a fault needs exactly one of after=SEC or at=NAME";
         return false;
     }
-    if (f.for_s >= 0 && (f.action == FaultAction::kill || f.after_s < 0)) {
-        error = "for=SEC goes with stop:...:after=SEC or cut:...:after=SEC";
+    if (f.action == FaultAction::delay && (f.at.empty() || f.host >= 0)) {
+        error = "delay goes with rank=R and at=NAME";
+        return false;
+    }
+    if (f.for_s >= 0 && f.action != FaultAction::delay && (f.action == FaultAction::kill || f.after_s < 0)) {
+        error = "for=SEC goes with stop:...:after=SEC, cut:...:after=SEC or delay:...:at=NAME";
         return false;
     }
     return true;
