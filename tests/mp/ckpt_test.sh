@@ -85,7 +85,7 @@ fi
 #    drain left (zero), ended the drain, and rank 2's save found its
 #    rendezvous send still waiting for rank 0's answer (5 of 5 runs).
 mkdir "$dir/delay"
-WEFT_TEST_CKPT_DIR=$dir/delay job 1 CheckpointInFlight 3 --fault delay:rank=0:at=drain.p2p.phase:for=0.5 \
+WEFT_TEST_CKPT_DIR=$dir/delay job 1 WriteInFlight 3 --fault delay:rank=0:at=drain.p2p.phase:for=0.5 \
   --fault delay:rank=2:at=drain.p2p.round:for=0.5 || fail "a checkpoint with two drain threads slowed down"
 # 8. The soak.
 soak=${WEFT_CKPT_SOAK_S:-20}

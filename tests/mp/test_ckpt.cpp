@@ -227,7 +227,7 @@ TEST(Ckpt, PostedReceivesAndBufferedMessagesComeBack) {
 // (rendezvous sends among them): every one drains to a point where each
 // send has heard back from its receiver, so every save succeeds. (The race
 // this guards against, a drain ending on a stale pending count, is forced
-// deterministically by CkptJob.CheckpointInFlight's delay faults.)
+// deterministically by ckpt_test.sh's delay faults.)
 TEST(Ckpt, ManyCheckpointsWithMessagesInFlight) {
     const std::string dir = shared_temp_dir();
     InFlight s{};
@@ -605,7 +605,9 @@ TEST(CkptJob, NeedAfterTheIntervalAndTheLaunchersDirectory) {
 // (round 1), then finishes as an uninterrupted run would; each next job
 // restarts the newest generation, finishes that round the same way, then
 // makes round `step + 1` in flight and checkpoints it: checkpoint, restart,
-// checkpoint, restart (ckpt_test.sh).
+// checkpoint, restart (ckpt_test.sh). ckpt_test.sh also runs WriteInFlight
+// with two ranks' drain threads slowed down at fault points (weft-run
+// --fault delay:...): every rank's save must still find every send answered.
 TEST(CkptJob, WriteInFlight) {
     if (job_dir().empty()) GTEST_SKIP() << "run by tests/mp/ckpt_test.sh (WEFT_TEST_CKPT_DIR)";
     InFlight s{};
@@ -617,21 +619,6 @@ TEST(CkptJob, WriteInFlight) {
     expect_in_flight_saved(prof.requests, prof.receives, prof.messages);
     finish_in_flight(s, 1);
     if (rank == 0) std::printf("CKPT in flight: generation %llu\n", static_cast<unsigned long long>(prof.generation));
-}
-
-// One checkpoint with every rank's messages in flight, run by ckpt_test.sh
-// with two ranks' drain threads slowed down at fault points (weft-run
-// --fault delay:...): every rank's save must still find every send answered.
-TEST(CkptJob, CheckpointInFlight) {
-    if (job_dir().empty()) GTEST_SKIP() << "run by tests/mp/ckpt_test.sh (WEFT_TEST_CKPT_DIR)";
-    InFlight s{};
-    std::vector<uint64_t> big;
-    ASSERT_EQ(weft_ckpt_region_register(ctx, 8, &s, sizeof s), WEFT_OK);
-    make_in_flight(s, 1, big);
-    weft_ckpt_profile_t prof{};
-    ASSERT_EQ(weft_checkpoint(ctx, job_dir().c_str(), &prof), WEFT_OK);
-    expect_in_flight_saved(prof.requests, prof.receives, prof.messages);
-    finish_in_flight(s, 1);
 }
 
 TEST(CkptJob, RestartInFlight) {
