@@ -201,6 +201,8 @@ Status Ckpt::checkpoint(weft_context_t ctx, const std::string& dir_arg, weft_ckp
     prof.requests = counts.requests;
     prof.receives = counts.posted;
     prof.messages = counts.buffered;
+    prof.communicators = counts.comms;
+    prof.groups = counts.groups;
 
     // 3. Every rank writes its image; rank 0 gathers how each went.
     uint32_t digest = 0;
@@ -547,6 +549,8 @@ Status Ckpt::restart_from(weft_context_t ctx, const std::string& dir, weft_resta
         info.requests = counts.requests;
         info.receives = counts.posted;
         info.messages = counts.buffered;
+        info.communicators = counts.comms;
+        info.groups = counts.groups;
         info.restarted = 1;
         info.generation = generation;
         info.bytes = image.size();

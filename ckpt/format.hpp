@@ -24,8 +24,10 @@
 
 namespace weft::ckpt {
 
-// 2: the runtime state section (snapshot); version 1 images are still read.
-constexpr uint32_t format_version = 2;
+// 2: the runtime state section (snapshot); 3: communicators and process
+// groups in it (a version 2 image is refused with UNSUPPORTED when its
+// runtime state is read). Version 1 images (no runtime state) are still read.
+constexpr uint32_t format_version = 3;
 constexpr size_t file_header_bytes = 64;
 constexpr size_t section_header_bytes = 32;
 constexpr size_t manifest_header_bytes = 32;

@@ -155,11 +155,11 @@ weft_status_t weft_drain_commit_begin(weft_drain_clock_t clock) {
     if (Status st = live_clock(clock, __func__)) return st;
     weft_drain_clock* c = clock;
     weft::Runtime* rt = weft::runtime_of(c->ctx);
-    if (!rt || !c->comm->comm)
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
+    weft::group::Comm* comm = weft::group::comm_of(c->comm);
+    if (!rt || !comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     return guarded([&] {
         weft::RuntimeLock lock(*rt);
-        c->port->commit_begin(*c->comm->comm);
+        c->port->commit_begin(*comm);
         return WEFT_OK;
     });
 }
@@ -168,10 +168,10 @@ weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
     if (Status st = live_clock(clock, __func__)) return st;
     weft_drain_clock* c = clock;
     weft::Runtime* rt = weft::runtime_of(c->ctx);
-    if (!rt || !c->comm->comm)
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
+    weft::group::Comm* comm = weft::group::comm_of(c->comm);
+    if (!rt || !comm) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the clock's context is finalized", __func__);
     weft::RuntimeLock lock(*rt);
-    c->port->commit_finish(*c->comm->comm);
+    c->port->commit_finish(*comm);
     return WEFT_OK;
 }
 

@@ -32,33 +32,19 @@ using weft::group::usable_comm;
 
 namespace {
 
-std::vector<std::unique_ptr<weft_comm>>& comm_shells() {
-    // Handles outlive their communicators (stale handles read a dead
-    // magic); never destroyed, so they stay reachable for LSan.
-    static auto* v = new std::vector<std::unique_ptr<weft_comm>>;
-    return *v;
-}
-
 // The context's lock, only when the context is MULTIPLE.
 class ApiLock : public weft::RuntimeLock {
 public:
     explicit ApiLock(Engine& e) : RuntimeLock(e.rt()) {}
 };
 
-inline Comm* comm_of(weft_comm_t c) {
-    if (__builtin_expect(!c || c->magic != weft_comm::live_magic || !c->comm, 0)) return nullptr;
-    return c->comm;
-}
+using weft::group::comm_of;
 
 // A communicator made from `parent` starts with its error handler.
-weft_comm* new_handle(Engine& e, Comm* c, weft_comm_t parent = nullptr) {
-    auto h = std::make_unique<weft_comm>();
-    h->engine = &e;
-    h->comm = c;
-    c->handle = h.get();
-    comm_shells().push_back(std::move(h));
-    if (parent) weft::group::inherit_errhandler(c->handle, parent);
-    return c->handle;
+weft_comm_t new_handle(Engine& e, Comm* c, weft_comm_t parent = nullptr) {
+    const weft_comm_t h = weft::group::comm_handle(weft::group::make_comm_shell(e, *c));
+    if (parent) weft::group::inherit_errhandler(h, parent);
+    return h;
 }
 
 using weft::api::raw;
@@ -434,7 +420,7 @@ weft_comm_t owner_of(const weft_request_t* req) {
     if (!req || !*req) return nullptr;
     const Request* r = req_of(*req);
     if (r->magic != Request::live_magic || !r->comm) return nullptr;
-    return r->comm->handle;
+    return r->comm->handle ? weft::group::comm_handle(*r->comm->handle) : nullptr;
 }
 
 // Finishes the first completed request of reqs (its status in `done`).
@@ -527,17 +513,21 @@ std::string unsaved_state(Runtime& rt) {
     if (!l) return {};
     Engine& e = *l->engine;
     char what[128];
-    size_t comms = 0;
-    for (const auto& c : e.registry().comms()) comms += !c->world;
-    if (comms) {
-        std::snprintf(what, sizeof what, "%zu communicator(s) besides the world", comms);
+    if (const uint32_t failed = e.rt().fenced_count()) {
+        std::snprintf(what, sizeof what, "%u failed process(es) (the failed-process sets are not saved)", failed);
         return what;
     }
-    if (l->pgroups->groups() || l->pgroups->ops()) {
-        std::snprintf(what, sizeof what, "%zu process group(s), %zu group operation(s) in progress",
-                      l->pgroups->groups(), l->pgroups->ops());
+    if (l->pgroups->ops() || l->pgroups->undecided_tracks()) {
+        std::snprintf(what, sizeof what, "%zu group operation(s) in progress here, %zu tracked here undecided",
+                      l->pgroups->ops(), l->pgroups->undecided_tracks());
         return what;
     }
+    for (const auto& [name, g] : l->pgroups->constructed())
+        for (const Proc& p : g.members)
+            if (p.job != rt.job()) {
+                std::snprintf(what, sizeof what, "process group %s, which has members of job %u", name.c_str(), p.job);
+                return what;
+            }
     return {};
 }
 
@@ -581,7 +571,7 @@ void detach(Runtime& rt) {
     layer->engine->shutdown();
 }
 
-weft_comm* new_comm_handle(Engine& e, Comm* c, weft_comm_t parent) { return new_handle(e, c, parent); }
+weft_comm_t new_comm_handle(Engine& e, Comm* c, weft_comm_t parent) { return new_handle(e, c, parent); }
 
 void destroy(Runtime& rt) {
     Layer* layer = rt.layer(group_layer);
@@ -628,7 +618,7 @@ weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world) {
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Comm& w = eng.world();
-        *world = w.handle ? w.handle : new_handle(eng, &w);
+        *world = w.handle ? weft::group::comm_handle(*w.handle) : new_handle(eng, &w);
         return WEFT_OK;
     });
 }
@@ -1097,9 +1087,9 @@ weft_status_t weft_comm_free(weft_comm_t* comm) {
             return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_comm_free: the world communicator belongs to the context");
         ApiLock lock(eng);
         return guarded([&]() -> Status {
-            weft_comm* h = *comm;
-            h->magic = weft_comm::dead_magic;  // the handle dies now, the communicator after its barrier
-            weft::group::release_errhandler(h);
+            weft::group::release_errhandler(*comm);
+            c->handle->magic =
+                weft::group::CommShell::dead_magic;  // the handle dies now, the communicator after its barrier
             *comm = nullptr;
             if (c->survivors) eng.registry().free_comm(*c->survivors);  // its hidden survivors' communicator (group/ft)
             return eng.registry().free_comm(*c);

@@ -22,8 +22,8 @@ namespace weft::group {
 // A live communicator handle's Comm, or WEFT_ERR_NOT_INITIALIZED (null or
 // freed).
 inline Status live_comm(weft_comm_t h, Comm*& c, const char* fn) {
-    if (__builtin_expect(h && h->magic == weft_comm::live_magic && h->comm, 1)) {
-        c = h->comm;
+    if (Comm* live = comm_of(h); __builtin_expect(live != nullptr, 1)) {
+        c = live;
         return WEFT_OK;
     }
     return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", fn);

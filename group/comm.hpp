@@ -12,6 +12,7 @@
 #include <weft/state_window.h>
 
 #include "group/buffer_pool.hpp"
+#include "group/comm_handle.hpp"
 #include "transport/runtime.hpp"
 #include "transport/state_window_view.hpp"
 
@@ -114,8 +115,8 @@ struct Comm {
     bool revoked = false;       // weft_comm_revoke (group/ft.cpp)
     Comm* survivors = nullptr;  // G non-empty: collectives run over this (group/ft)
     const uint8_t* recognised =
-        nullptr;  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
-    weft_comm* handle = nullptr;
+        nullptr;                  // by rank: failure cleared (group/ft), PROC_NULL for point-to-point; null: none
+    CommShell* handle = nullptr;  // its C handle's shell (comm_handle.hpp); null for internal ones
     MatchQueue p2p, coll, create;
 
     int32_t rank_of_job(uint32_t job_rank) const;
@@ -127,16 +128,3 @@ struct Comm {
 inline uint64_t* state_word(Runtime& rt, uint64_t off) { return StateWindowView(rt.state_window()).word(off); }
 
 }  // namespace weft::group
-
-// The C handle of a communicator: a shell that outlives the communicator,
-// so a stale handle reads a dead magic (WEFT_ERR_NOT_INITIALIZED).
-struct weft_comm {
-    static constexpr uint64_t live_magic = 0x5745465443304d4dull;
-    static constexpr uint64_t dead_magic = 0x5745465443444d4dull;
-    uint64_t magic = live_magic;
-    weft::group::Engine* engine = nullptr;
-    weft::group::Comm* comm = nullptr;
-    // null: WEFT_ERRORS_RETURN. Written under the registry mutex; atomic so
-    // that a failed call can see "no handler" without it (group/errhandler.cpp).
-    std::atomic<weft_errhandler*> errhandler{nullptr};
-};

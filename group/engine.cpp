@@ -56,7 +56,13 @@ Status Engine::init() {
     p2p_.register_handlers();
     Status lst = rt_.add_layer(engine_layer, this, {.on_progress = on_progress, .on_peer_gone = on_peer_gone});
     if (lst != WEFT_OK) return lst;
-    return registry_.make_world();
+    if (Status st = registry_.make_world()) return st;
+    // The world's handle first (comm_handle.hpp): the same place in a
+    // restarted process that makes its contexts in the same order.
+    return guarded([&] {
+        make_comm_shell(*this, world(), /*world=*/true);
+        return WEFT_OK;
+    });
 }
 
 void Engine::pause(Backoff& b) {

@@ -48,20 +48,25 @@ void drop(weft_errhandler* e) {
     }
 }
 
-bool live(weft_comm_t comm) { return comm && comm->magic == weft_comm::live_magic && comm->comm; }
+// The shell of a live handle, or null.
+CommShell* live(weft_comm_t comm) {
+    CommShell* s = shell_of(comm);
+    return s && s->magic == CommShell::live_magic && s->comm ? s : nullptr;
+}
 
 }  // namespace
 
 Status route_failure(weft_comm_t comm, Status st, const char* fn) {
     // No handler to ask for a NULL, freed or foreign handle.
-    if (!live(comm)) return st;
-    weft_errhandler* e = comm->errhandler.load(std::memory_order_acquire);
+    CommShell* shell = live(comm);
+    if (!shell) return st;
+    weft_errhandler* e = shell->errhandler.load(std::memory_order_acquire);
     if (!e || e == &weft_errors_return_) return st;
     std::unique_lock<std::mutex> g(registry_mutex(), std::defer_lock);
     if (!predefined(e)) {
         // A user handler: look again under the mutex, which keeps it alive.
         g.lock();
-        e = comm->errhandler.load(std::memory_order_relaxed);
+        e = shell->errhandler.load(std::memory_order_relaxed);
         if (!live(comm) || !e) return st;
     }
     switch (e->kind) {
@@ -87,17 +92,20 @@ Status route_failure(weft_comm_t comm, Status st, const char* fn) {
 
 void inherit_errhandler(weft_comm_t child, weft_comm_t parent) {
     std::lock_guard<std::mutex> g(registry_mutex());
-    weft_errhandler* e = live(child) && live(parent) ? parent->errhandler.load() : nullptr;
+    CommShell* c = live(child);
+    CommShell* p = live(parent);
+    weft_errhandler* e = c && p ? p->errhandler.load() : nullptr;
     if (!e) return;
     if (!predefined(e)) ++e->refs;
-    child->errhandler.store(e, std::memory_order_release);
+    c->errhandler.store(e, std::memory_order_release);
 }
 
 void release_errhandler(weft_comm_t comm) {
     std::lock_guard<std::mutex> g(registry_mutex());
-    if (!comm) return;
-    drop(comm->errhandler.load());
-    comm->errhandler.store(nullptr, std::memory_order_release);
+    CommShell* s = shell_of(comm);
+    if (!s) return;
+    drop(s->errhandler.load());
+    s->errhandler.store(nullptr, std::memory_order_release);
 }
 
 }  // namespace weft::group
@@ -119,19 +127,21 @@ weft_status_t weft_comm_create_errhandler(weft_comm_errhandler_fn fn, void* arg,
 
 weft_status_t weft_comm_set_errhandler(weft_comm_t comm, weft_errhandler_t errhandler) {
     std::lock_guard<std::mutex> g(registry_mutex());
-    if (!live(comm)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__);
+    CommShell* shell = live(comm);
+    if (!shell) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__);
     if (!known(errhandler)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: not an error handler (freed?)", __func__);
     if (!predefined(errhandler)) ++errhandler->refs;
-    drop(comm->errhandler.load());
-    comm->errhandler.store(errhandler, std::memory_order_release);
+    drop(shell->errhandler.load());
+    shell->errhandler.store(errhandler, std::memory_order_release);
     return WEFT_OK;
 }
 
 weft_status_t weft_comm_get_errhandler(weft_comm_t comm, weft_errhandler_t* errhandler) {
     if (!errhandler) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: errhandler is NULL", __func__);
     std::lock_guard<std::mutex> g(registry_mutex());
-    if (!live(comm)) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__);
-    weft_errhandler* e = comm->errhandler.load();
+    CommShell* shell = live(comm);
+    if (!shell) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: communicator is null or freed", __func__);
+    weft_errhandler* e = shell->errhandler.load();
     if (!e) e = &weft_errors_return_;
     ++e->refs;  // the caller's reference, predefined or not
     *errhandler = e;

@@ -529,7 +529,7 @@ bool Ft::advance_ishrink(PendingShrink& s) {
                     WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
             }
             if (v[0] == 1 && s.build->comm) {
-                *s.out = new_comm_handle(eng_, s.build->comm, c.handle);
+                *s.out = new_comm_handle(eng_, s.build->comm, c.handle ? comm_handle(*c.handle) : nullptr);
                 return complete_with(WEFT_OK);
             }
             if (s.build->comm) eng_.registry().free_comm(*s.build->comm);

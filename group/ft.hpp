@@ -42,7 +42,7 @@ namespace weft::group {
 
 // A C handle for a communicator the engine built from `parent`, whose error
 // handler it starts with (group/api.cpp).
-weft_comm* new_comm_handle(Engine& e, Comm* c, weft_comm_t parent);
+weft_comm_t new_comm_handle(Engine& e, Comm* c, weft_comm_t parent);
 
 // Failed sets of one communicator. L and G grow only; each is kept as the
 // order in which ranks were added, so a thread's view is a prefix length.

@@ -60,7 +60,7 @@ struct Target {
 
 Status target_of(weft_comm_t h, Target& t, const char* fn) {
     if (Status st = weft::group::live_comm(h, t.c, fn)) return st;
-    t.eng = h->engine;
+    t.eng = t.c->engine;
     t.ft = Ft::of(*t.eng);
     if (!t.ft) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: the context has no fault-tolerance layer", fn);
     return WEFT_OK;

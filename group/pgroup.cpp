@@ -134,6 +134,14 @@ Status ProcessGroups::init() {
 
 ProcessGroups* ProcessGroups::of(Runtime& rt) { return rt.layer(pgroup_layer); }
 
+void ProcessGroups::restore(std::vector<PGroup> groups, uint32_t next_context) {
+    for (PGroup& g : groups) {
+        std::string name = g.name;
+        groups_[name] = std::move(g);
+    }
+    next_cid_ = std::max(next_cid_, next_context);
+}
+
 // ------------------------------------------------------------ helpers
 uint32_t ProcessGroups::peer_of(Proc p) const {
     auto& bs = rt_.bootstrap();

@@ -158,6 +158,25 @@ public:
     uint64_t add_handler(weft_group_event_fn fn, void* arg);
     bool remove_handler(uint64_t id);
 
+    // Checkpoint and restart (group/snapshot.cpp). What a checkpoint
+    // saves: the constructed groups and the counter of the context IDs
+    // this process assigns as a tracker. Only with no operation of this
+    // process in progress and none it tracks undecided (undecided_tracks);
+    // the protocol's memory of finished operations (decided tracks,
+    // destructs and joins that ended, notices of constructs nobody here
+    // called) is not saved: it serves peers still inside an operation,
+    // and at a checkpoint none is.
+    const std::map<std::string, PGroup>& constructed() const { return groups_; }
+    uint32_t next_context() const { return next_cid_; }
+    size_t undecided_tracks() const {
+        size_t n = 0;
+        for (const auto& [key, t] : tracks_) n += !t.decided;
+        return n;
+    }
+    // Restart, into a process that constructed no group: the saved groups
+    // and counter.
+    void restore(std::vector<PGroup> groups, uint32_t next_context);
+
     // Tests and weft-info: live state, to show nothing grows.
     size_t tracked() const { return tracks_.size(); }
     size_t ops() const { return ops_.size(); }

@@ -28,15 +28,40 @@ Registry::Registry(Engine& eng) : eng_(eng), rt_(eng.rt()) {}
 
 Registry::~Registry() {
     for (auto& c : comms_)
-        if (c->handle) {
-            c->handle->magic = weft_comm::dead_magic;
-            c->handle->comm = nullptr;
-        }
+        if (c->handle) release_comm_shell(*c->handle);
 }
 
 void Registry::init() {
     slot_used_.assign(WEFT_STATE_COMM_SLOTS, 0);
     slot_uses_.assign(WEFT_STATE_COMM_SLOTS, 0);
+}
+
+void Registry::restore_counters(uint64_t next_context, const std::vector<uint16_t>& uses) {
+    next_ctx_counter_ = std::max(next_ctx_counter_, next_context);
+    for (uint32_t s = 0; s < slot_uses_.size() && s < uses.size(); ++s)
+        if (!slot_used_[s]) slot_uses_[s] = uses[s];
+}
+
+Status Registry::restore(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
+                         std::vector<uint16_t> uses, uint32_t slot, bool slots_known, Comm*& out) {
+    if (slot != no_slot) {
+        // take_slot's work, at this slot and its saved use.
+        const int32_t rank = [&] {
+            for (uint32_t i = 0; i < members.size(); ++i)
+                if (members[i] == rt_.rank()) return static_cast<int32_t>(i);
+            return -1;
+        }();
+        if (slot >= slot_used_.size() || slot_used_[slot] || rank < 0)
+            return WEFT_FAIL(WEFT_ERR_BUSY, "restart: communicator %llx: clock slot %u is taken here",
+                             static_cast<unsigned long long>(id), slot);
+        slot_used_[slot] = 1;
+        slot_uses_[slot] = uses[rank];
+        eng_.coll().clear_flags(slot);
+        reset_clock(slot);
+    }
+    if (Status st = make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out)) return st;
+    out->slots_known = slots_known;
+    return WEFT_OK;
 }
 
 Status Registry::make_world() {
@@ -412,7 +437,7 @@ void Registry::maybe_release_comm(Comm* c) {
             .store(0, std::memory_order_release);
         give_back_slot(c->slot);
     }
-    if (c->handle) c->handle->comm = nullptr;
+    if (c->handle) release_comm_shell(*c->handle);
     WEFT_LOG(debug, "communicator %llx released", static_cast<unsigned long long>(c->id));
     if (release_hook_) release_hook_(release_hook_arg_, c->id);
     auto it = std::find_if(comms_.begin(), comms_.end(), [&](const auto& p) { return p.get() == c; });

@@ -74,6 +74,21 @@ public:
 
     // How often this rank took the slot (its target's use field).
     uint16_t slot_use(uint32_t slot) const { return slot < slot_uses_.size() ? slot_uses_[slot] : 0; }
+    bool slot_taken(uint32_t slot) const { return slot < slot_used_.size() && slot_used_[slot]; }
+
+    // Checkpoint and restart (group/snapshot.cpp). What a checkpoint saves
+    // besides the communicators: the counter of the context IDs this rank
+    // names, and how often it took each slot.
+    uint64_t next_context() const { return next_ctx_counter_; }
+    const std::vector<uint16_t>& slot_use_table() const { return slot_uses_; }
+    // Restart, before restore(): both as saved (a slot taken here keeps
+    // its use: the world's).
+    void restore_counters(uint64_t next_context, const std::vector<uint16_t>& uses);
+    // Restart: a saved communicator, under its context ID, with every
+    // member's clock slot and this rank's slot taken again at its saved
+    // use. The caller checked that the slot is free here.
+    Status restore(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, std::vector<uint16_t> uses,
+                   uint32_t slot, bool slots_known, Comm*& out);
 
     // Called with a communicator's context ID when it is released (its
     // free's barrier and every request on it done): layers drop their

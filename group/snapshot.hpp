@@ -19,10 +19,24 @@
 // handle_of), and puts both queues back in order: matching then goes on
 // as it would have without the checkpoint.
 //
+// The same for every communicator besides the world, which is saved with
+// its context ID, members, every member's clock slot and its C handle's
+// place (comm_handle.hpp); a restart makes it again under all four. Its
+// clock and collective counters start again from zero on every member, as
+// the world's do: nothing of a collective is in flight at the quiescent
+// point, and every member restarts.
+//
+// Process groups whose members are all of this job are saved too (name,
+// members, infos, context ID, flags), and the counter of the context IDs
+// this rank assigns; restart gives them back to weft_group_* under their
+// names (a group's communicator is one of the communicators above).
+//
 // Not saved yet (the checkpoint is refused with UNSUPPORTED, agreed by
-// every rank): communicators besides the world, process groups, requests
-// weft holds for itself (a collective in progress, a receive blocked on
-// another thread), traffic for a context not created yet.
+// every rank): a group with members of another job, a group operation in
+// progress, failed processes (the failed-process sets),
+// revoked communicators, requests weft holds for itself (a collective in
+// progress, a receive blocked on another thread), traffic for a context
+// not created yet.
 //
 // The bytes and their verifying parser: snapshot_format.hpp.
 #pragma once
@@ -49,6 +63,8 @@ struct SnapshotCounts {
     uint32_t requests = 0;  // held by the program
     uint32_t posted = 0;    // receives still posted
     uint32_t buffered = 0;  // messages in weft's buffer
+    uint32_t comms = 0;     // communicators besides the world
+    uint32_t groups = 0;    // process groups
     uint64_t buffered_bytes = 0;
 };
 

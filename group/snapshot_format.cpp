@@ -7,10 +7,14 @@
 namespace weft::group {
 
 namespace {
-constexpr uint32_t snapshot_magic = 0x504e5357;  // "WSNP"
-constexpr size_t header_bytes = 24;
+constexpr uint32_t snapshot_magic = 0x334e5357;      // "WSN3"
+constexpr uint32_t old_snapshot_magic = 0x504e5357;  // "WSNP": image format 2, the world alone
+constexpr size_t header_bytes = 48;
+constexpr size_t group_bytes = 24;
+constexpr size_t group_name_max = 63;  // WEFT_GROUP_NAME_MAX - 1
+constexpr size_t comm_bytes = 32;
 constexpr size_t request_bytes = 80;
-constexpr size_t message_bytes = 32;
+constexpr size_t message_bytes = 40;
 
 class Writer {
 public:
@@ -77,7 +81,38 @@ std::vector<uint8_t> encode_snapshot(const Snapshot& s) {
     w.u32(static_cast<uint32_t>(s.requests.size()));
     w.u32(static_cast<uint32_t>(s.posted.size()));
     w.u32(static_cast<uint32_t>(s.messages.size()));
-    w.pad8();
+    w.u32(static_cast<uint32_t>(s.comms.size()));
+    w.u64(s.world_handle);
+    w.u64(s.next_context);
+    w.u32(static_cast<uint32_t>(s.groups.size()));
+    w.u32(s.next_group_context);
+    for (uint16_t use : s.slot_uses) w.u16(use);
+    for (const SavedComm& c : s.comms) {
+        w.u64(c.handle);
+        w.u64(c.id);
+        w.u32(static_cast<uint32_t>(c.members.size()));
+        w.u32(c.rank);
+        w.u32(c.slot);
+        w.u32(c.flags);
+        for (uint32_t m : c.members) w.u32(m);
+        for (uint32_t slot : c.slots) w.u32(slot);
+        for (uint16_t use : c.slot_uses) w.u16(use);
+        w.pad8();
+    }
+    for (const SavedGroup& g : s.groups) {
+        w.u32(static_cast<uint32_t>(g.name.size()));
+        w.u32(static_cast<uint32_t>(g.members.size()));
+        w.u64(g.context_id);
+        w.u32(g.flags);
+        w.u32(0);
+        w.raw(g.name.data(), g.name.size());
+        w.pad8();
+        for (uint32_t m : g.members) w.u32(m);
+        for (const auto& info : g.infos) w.u32(static_cast<uint32_t>(info.size()));
+        w.pad8();
+        for (const auto& info : g.infos) w.raw(info.data(), info.size());
+        w.pad8();
+    }
     for (const SavedRequest& q : s.requests) {
         w.u32(q.index);
         w.u32(q.generation);
@@ -96,7 +131,7 @@ std::vector<uint8_t> encode_snapshot(const Snapshot& s) {
         w.u64(q.status.bytes);
         w.i32(q.status.error);
         w.i32(q.status.cancelled);
-        w.u32(0);
+        w.u32(q.comm);
     }
     for (uint32_t place : s.posted) w.u32(place);
     w.pad8();
@@ -107,6 +142,8 @@ std::vector<uint8_t> encode_snapshot(const Snapshot& s) {
         w.u32(m.source_peer);
         w.u64(m.len);
         w.u64(m.cookie);
+        w.u32(m.comm);
+        w.u32(0);
         if (m.len) w.raw(m.data, m.len);
         w.pad8();
     }
@@ -116,11 +153,121 @@ std::vector<uint8_t> encode_snapshot(const Snapshot& s) {
 Status parse_snapshot(const uint8_t* data, size_t len, uint32_t world_size, const char* what, Snapshot& out) {
     Reader r(data, len);
     if (!r.has(header_bytes)) return corrupt(what, "shorter than its header", 0);
-    if (r.get<uint32_t>() != snapshot_magic) return corrupt(what, "bad magic", 0);
+    const uint32_t magic = r.get<uint32_t>();
+    if (magic == old_snapshot_magic)
+        return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: runtime state of image format 2, which this weft no longer reads",
+                         what);
+    if (magic != snapshot_magic) return corrupt(what, "bad magic", 0);
     out.engine_slot = r.get<uint32_t>();
     const uint32_t nreq = r.get<uint32_t>(), nposted = r.get<uint32_t>(), nmsg = r.get<uint32_t>();
-    if (!r.pad8()) return corrupt(what, "nonzero padding after the header", r.at());
+    const uint32_t ncomm = r.get<uint32_t>();
+    out.world_handle = r.get<uint64_t>();
+    out.next_context = r.get<uint64_t>();
+    const uint32_t ngroup = r.get<uint32_t>();
+    out.next_group_context = r.get<uint32_t>();
     if (out.engine_slot >= saved::max_engine_slots) return corrupt(what, "engine slot out of range", 4);
+    if (static_cast<uint32_t>(out.world_handle) == 0) return corrupt(what, "the world's handle is NULL", 24);
+    if (out.next_context == 0 || out.next_context > UINT32_MAX)
+        return corrupt(what, "context counter out of range", 32);
+    if (!r.has(saved::clock_slots * 2)) return corrupt(what, "the slot uses are cut", r.at());
+    for (uint16_t& use : out.slot_uses)
+        if ((use = r.get<uint16_t>()) > saved::max_slot_use) return corrupt(what, "a slot use out of range", r.at());
+
+    // Communicators: sizes first, for the envelopes below.
+    if (ncomm > len / comm_bytes) return corrupt(what, "more communicators than bytes", r.at());
+    out.comms.resize(ncomm);
+    std::vector<uint64_t> handles{static_cast<uint32_t>(out.world_handle)}, ids{0};  // places, and IDs
+    std::vector<uint32_t> own_slots{0};                                              // the world's
+    std::vector<uint32_t> sizes{world_size};
+    for (SavedComm& c : out.comms) {
+        const size_t at = r.at();
+        if (!r.has(comm_bytes)) return corrupt(what, "a communicator is cut", at);
+        c.handle = r.get<uint64_t>();
+        c.id = r.get<uint64_t>();
+        const uint32_t size = r.get<uint32_t>();
+        c.rank = r.get<uint32_t>();
+        c.slot = r.get<uint32_t>();
+        const uint32_t flags = r.get<uint32_t>();
+        if (size == 0 || size > world_size || c.rank >= size || (flags & ~uint32_t(saved::comm_slots_known)))
+            return corrupt(what, "a communicator's size, rank or flags are out of range", at);
+        if (static_cast<uint32_t>(c.handle) == 0 || c.id == 0)
+            return corrupt(what, "a communicator without a handle or context ID", at);
+        if (c.slot != saved::no_slot && c.slot >= saved::clock_slots)
+            return corrupt(what, "a communicator's clock slot is out of range", at);
+        c.flags = static_cast<uint8_t>(flags);
+        if (!r.has(uint64_t(size) * 10)) return corrupt(what, "a communicator's members are cut", at);
+        c.members.resize(size);
+        c.slots.resize(size);
+        c.slot_uses.resize(size);
+        for (uint32_t& m : c.members)
+            if ((m = r.get<uint32_t>()) >= world_size) return corrupt(what, "a member outside the job", r.at());
+        for (uint32_t& s : c.slots)
+            if ((s = r.get<uint32_t>()) >= saved::clock_slots && s != saved::no_slot)
+                return corrupt(what, "a member's clock slot is out of range", r.at());
+        for (uint16_t& u : c.slot_uses)
+            if ((u = r.get<uint16_t>()) > saved::max_slot_use)
+                return corrupt(what, "a member's slot use is out of range", r.at());
+        if (!r.pad8()) return corrupt(what, "nonzero padding after a communicator", r.at());
+        std::vector<uint32_t> sorted = c.members;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+            return corrupt(what, "a communicator names a member twice", at);
+        if (c.slots[c.rank] != c.slot) return corrupt(what, "a communicator's slot is not its rank's", at);
+        handles.push_back(static_cast<uint32_t>(c.handle));
+        ids.push_back(c.id);
+        if (c.slot != saved::no_slot) own_slots.push_back(c.slot);
+        sizes.push_back(size);
+    }
+    for (auto* v : {&handles, &ids}) {
+        std::sort(v->begin(), v->end());
+        if (std::adjacent_find(v->begin(), v->end()) != v->end())
+            return corrupt(what, "two communicators with one handle or context ID", r.at());
+    }
+    std::sort(own_slots.begin(), own_slots.end());
+    if (std::adjacent_find(own_slots.begin(), own_slots.end()) != own_slots.end())
+        return corrupt(what, "two communicators in one clock slot", r.at());
+
+    if (ngroup > len / group_bytes) return corrupt(what, "more process groups than bytes", r.at());
+    if (out.next_group_context == 0) return corrupt(what, "the groups' context counter is 0", 44);
+    out.groups.resize(ngroup);
+    std::vector<std::string> names;
+    for (SavedGroup& g : out.groups) {
+        const size_t at = r.at();
+        if (!r.has(group_bytes)) return corrupt(what, "a process group is cut", at);
+        const uint32_t name_len = r.get<uint32_t>(), n = r.get<uint32_t>();
+        g.context_id = r.get<uint64_t>();
+        g.flags = r.get<uint32_t>();
+        if (r.get<uint32_t>() != 0) return corrupt(what, "nonzero padding in a process group", at);
+        if (name_len == 0 || name_len > group_name_max || n == 0 || n > world_size)
+            return corrupt(what, "a process group's name or member count is out of range", at);
+        if (!r.has(name_len)) return corrupt(what, "a process group's name is cut", at);
+        const uint8_t* name = r.take(name_len);
+        if (std::memchr(name, 0, name_len)) return corrupt(what, "a process group's name holds a NUL", at);
+        g.name.assign(reinterpret_cast<const char*>(name), name_len);
+        if (!r.pad8()) return corrupt(what, "nonzero padding after a process group's name", r.at());
+        if (!r.has(uint64_t(n) * 8)) return corrupt(what, "a process group's members are cut", at);
+        g.members.resize(n);
+        for (uint32_t& m : g.members)
+            if ((m = r.get<uint32_t>()) >= world_size) return corrupt(what, "a group member outside the job", r.at());
+        std::vector<uint32_t> lens(n);
+        for (uint32_t& l : lens) l = r.get<uint32_t>();
+        if (!r.pad8()) return corrupt(what, "nonzero padding after a process group's members", r.at());
+        std::vector<uint32_t> sorted = g.members;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+            return corrupt(what, "a process group names a member twice", at);
+        g.infos.resize(n);
+        for (uint32_t i = 0; i < n; ++i) {
+            if (!r.has(lens[i])) return corrupt(what, "a group member's info is cut", r.at());
+            const uint8_t* b = r.take(lens[i]);
+            g.infos[i].assign(b, b + lens[i]);
+        }
+        if (!r.pad8()) return corrupt(what, "nonzero padding after a process group's infos", r.at());
+        names.push_back(g.name);
+    }
+    std::sort(names.begin(), names.end());
+    if (std::adjacent_find(names.begin(), names.end()) != names.end())
+        return corrupt(what, "two process groups with one name", r.at());
     if (nreq > saved::max_requests || !r.has(uint64_t(nreq) * request_bytes))
         return corrupt(what, "more requests than bytes", 8);
     out.requests.resize(nreq);
@@ -145,8 +292,9 @@ Status parse_snapshot(const uint8_t* data, size_t len, uint32_t world_size, cons
         q.status.bytes = r.get<uint64_t>();
         const int32_t error = r.get<int32_t>();  // checked before it becomes a weft_status_t
         q.status.cancelled = r.get<int32_t>();
-        const uint32_t tail = r.get<uint32_t>();
-        if (pad || tail) return corrupt(what, "nonzero padding in a request", at);
+        q.comm = r.get<uint32_t>();
+        if (pad) return corrupt(what, "nonzero padding in a request", at);
+        if (q.comm > ncomm) return corrupt(what, "a request names no communicator", at);
         if (q.index >= saved::max_requests) return corrupt(what, "request index out of range", at);
         if (q.kind > saved::coll || (q.flags & ~(saved::flag_done | saved::flag_sync)))
             return corrupt(what, "unknown request kind or flag", at);
@@ -156,7 +304,7 @@ Status parse_snapshot(const uint8_t* data, size_t len, uint32_t world_size, cons
         const bool done = q.flags & saved::flag_done;
         if (!done) {
             const bool recv_ok = q.kind == saved::recv && q.src >= WEFT_ANY_SOURCE &&
-                                 (q.src < 0 || uint32_t(q.src) < world_size) && q.tag >= WEFT_ANY_TAG;
+                                 (q.src < 0 || uint32_t(q.src) < sizes[q.comm]) && q.tag >= WEFT_ANY_TAG;
             const bool send_ok = q.kind == saved::send && (q.flags & saved::flag_sync) && q.generation &&
                                  q.cookie == (uint64_t(q.generation) << 32 | q.index) && q.dest_peer < world_size;
             if (!recv_ok && !send_ok) return corrupt(what, "a pending request that cannot be pending", at);
@@ -195,8 +343,13 @@ Status parse_snapshot(const uint8_t* data, size_t len, uint32_t world_size, cons
         m.source_peer = r.get<uint32_t>();
         m.len = r.get<uint64_t>();
         m.cookie = r.get<uint64_t>();
-        if (m.src < 0 || uint32_t(m.src) >= world_size || m.tag < 0 || m.source_peer >= world_size)
+        m.comm = r.get<uint32_t>();
+        if (r.get<uint32_t>() != 0) return corrupt(what, "nonzero padding in a buffered message's envelope", at);
+        if (m.comm > ncomm) return corrupt(what, "a buffered message names no communicator", at);
+        if (m.src < 0 || uint32_t(m.src) >= sizes[m.comm] || m.tag < 0 || m.source_peer >= world_size)
             return corrupt(what, "a buffered message's envelope is out of range", at);
+        if (m.source_peer != (m.comm == saved::world ? uint32_t(m.src) : out.comms[m.comm - 1].members[m.src]))
+            return corrupt(what, "a buffered message's source is not its sender's rank", at);
         if ((m.kind != saved::eager && m.kind != saved::eager_sync) || (m.kind == saved::eager_sync && !m.cookie))
             return corrupt(what, "a buffered message of unknown kind", at);
         if (!r.has(m.len)) return corrupt(what, "a buffered message's bytes are cut", at);

@@ -11,20 +11,25 @@
  * its regions back into the regions the restarted program registered under
  * the same IDs.
  *
- * The runtime's state on the world communicator is saved too, and a
- * restart puts it back: the requests the program holds (completed ones not
- * yet waited for, posted receives, synchronous sends whose receiver owes
- * the acknowledgment), the posted receives in posting order and the
- * messages in weft's buffer in arrival order. Request handles name a
- * request by its place, not its address, so handles the program kept in a
- * protected region name the same requests after the restart (make the
- * process's contexts in the same order, and call weft_restart before any
- * point-to-point traffic). A posted receive's buffer must lie inside a
- * protected region, or the checkpoint fails on every rank before anything
- * is written (WEFT_ERR_INVALID_ARG). A checkpoint is refused the same way
+ * The runtime's state is saved too, and a restart puts it back: the
+ * communicators (members, context IDs, clock slots), the process groups
+ * of this job's processes (members, infos, context IDs), the requests the
+ * program holds (completed ones not yet waited for, posted receives,
+ * synchronous sends whose receiver owes the acknowledgment), each
+ * communicator's posted receives in posting order and the messages in
+ * weft's buffer in arrival order. Communicator and request handles name
+ * their object by its place, not its address, so handles the program kept
+ * in a protected region name the same objects after the restart (make the
+ * process's contexts in the same order, and call weft_restart before
+ * making communicators or sending). A restored communicator starts with
+ * the world's error handler (handlers are functions of the old process).
+ * A posted receive's buffer must lie inside a protected region, or the
+ * checkpoint fails on every rank before anything is written
+ * (WEFT_ERR_INVALID_ARG). A checkpoint is refused the same way
  * (WEFT_ERR_UNSUPPORTED, the log names it) while a rank holds state weft
- * cannot save yet: a communicator other than the world, a process group,
- * a collective in progress.
+ * cannot save yet: a group with members of another job or a group
+ * operation in progress, a known process failure or a revoked
+ * communicator, a collective in progress.
  *
  * Thread affinity: the region calls from any thread (they take the
  * context's lock); weft_checkpoint and weft_restart from one thread per
@@ -63,10 +68,12 @@ typedef struct weft_ckpt_profile {
     uint64_t fsync_ns;   /* fsync of the image and its rename */
     uint64_t commit_ns;  /* every rank's image known on disk; rank 0: the folder's fsync, the manifest, pruning */
     uint64_t total_ns;
-    /* What the image holds of the runtime on the world communicator: */
+    /* What the image holds of the runtime: */
     uint32_t requests; /* requests the program holds (completed, posted, or synchronous sends awaiting their ack) */
     uint32_t receives; /* of which posted receives */
     uint32_t messages; /* messages in weft's buffer, not yet received */
+    uint32_t communicators; /* besides the world */
+    uint32_t groups;        /* process groups (weft/group.h) */
 } weft_ckpt_profile_t;
 
 /*
@@ -145,6 +152,8 @@ typedef struct weft_restart_info {
     uint32_t requests;  /* requests re-created at their handles */
     uint32_t receives;  /* of which receives re-posted, in posting order */
     uint32_t messages;  /* buffered messages put back, in arrival order */
+    uint32_t communicators; /* besides the world, re-created at their handles */
+    uint32_t groups;        /* process groups, constructed again under their names */
 } weft_restart_info_t;
 
 /*
@@ -160,7 +169,8 @@ typedef struct weft_restart_info {
  *   WEFT_ERR_BAD_PARAM  the newest manifest was written by a job of another size
  *   WEFT_ERR_INVALID_ARG  a saved region is not registered here, or its size differs,
  *                       or this is not the process's context the checkpoint was taken in
- *   WEFT_ERR_BUSY       a rank already holds requests or buffered messages (nothing restored)
+ *   WEFT_ERR_BUSY       a rank already holds requests, communicators besides the world or
+ *                       buffered messages (nothing restored)
  * After WEFT_OK the saved requests are live again at their old handles and
  * the saved messages wait in weft's buffer: the program waits and receives
  * as it would have without the checkpoint.

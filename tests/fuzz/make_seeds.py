@@ -36,22 +36,46 @@ write(r, "pad", struct.pack("<QQ", 1024 + len(rec), 16) + b"\0" * 16 + pad + b"\
 c = "fuzz_ckpt_image"
 
 
-def request(index, gen, kind, flags, src, tag, dest, region, offset, cap, cookie, status=(0, 0, 0, 0, 0)):
+def request(index, gen, kind, flags, src, tag, dest, region, offset, cap, cookie, status=(0, 0, 0, 0, 0), comm=0):
     return struct.pack("<IIBBHiiIIQQQiiQiiI", index, gen, kind, flags, 0, src, tag, dest, region, offset, cap, cookie,
-                       *status, 0)
+                       *status, comm)
 
 
-def message(src, tag, kind, peer, payload, cookie=0):
-    m = struct.pack("<iiIIQQ", src, tag, kind, peer, len(payload), cookie) + payload
+def message(src, tag, kind, peer, payload, cookie=0, comm=0):
+    m = struct.pack("<iiIIQQII", src, tag, kind, peer, len(payload), cookie, comm, 0) + payload
     return m + b"\0" * (-len(m) % 8)
 
 
-# A rank's runtime state (group/snapshot_format.hpp): a posted any-source
-# receive, a completed receive, a synchronous send awaiting its ack, and two
-# buffered messages (one synchronous).
+def communicator(handle, cid, rank, slot, members, slots, uses):
+    c = struct.pack("<QQIIII", handle, cid, len(members), rank, slot, 1)
+    c += struct.pack("<%dI" % len(members), *members) + struct.pack("<%dI" % len(slots), *slots)
+    c += struct.pack("<%dH" % len(uses), *uses)
+    return c + b"\0" * (-len(c) % 8)
+
+
+def group(name, members, infos, cid, flags):
+    g = struct.pack("<IIQII", len(name), len(members), cid, flags, 0) + name
+    g += b"\0" * (-len(g) % 8)
+    m = struct.pack("<%dI" % len(members), *members) + struct.pack("<%dI" % len(infos), *[len(i) for i in infos])
+    m += b"\0" * (-len(m) % 8)
+    i = b"".join(infos)
+    return g + m + i + b"\0" * (-len(i) % 8)
+
+
+# A rank's runtime state (group/snapshot_format.hpp): on the world a posted
+# any-source receive, a completed receive, a synchronous send awaiting its
+# ack, and two buffered messages (one synchronous); a communicator of two
+# (job ranks 3 and 0) with a posted receive and a buffered message; a
+# process group of three.
+slot_uses = [0] * 256
+slot_uses[0], slot_uses[5] = 1, 2
+comms = communicator((3 << 32) | 2, (1 << 32) | 1, 1, 5, [3, 0], [7, 5], [1, 2])
 reqs = [request(1, 0, 1, 1, 0, 0, 0, 0xFFFFFFFF, 0, 0, 0, (2, 9, 8, 0, 0)),
         request(7, 0, 1, 0, -1, 5, 0, 3, 64, 16, 0),
-        request(1030, 4, 0, 2, 0, 0, 3, 0xFFFFFFFF, 0, 0, (4 << 32) | 1030)]
-posted = struct.pack("<I", 1) + b"\0" * 4
-msgs = message(1, 20, 0, 1, bytes(range(11))) + message(3, 21, 1, 3, b"", (9 << 32) | 2)
-write(c, "snapshot", struct.pack("<IIIIII", 0x504E5357, 2, len(reqs), 1, 2, 0) + b"".join(reqs) + posted + msgs)
+        request(1030, 4, 0, 2, 0, 0, 3, 0xFFFFFFFF, 0, 0, (4 << 32) | 1030),
+        request(9, 0, 1, 0, 0, 6, 0, 3, 0, 8, 0, comm=1)]
+posted = struct.pack("<II", 1, 3)
+msgs = message(1, 20, 0, 1, bytes(range(11))) + message(3, 21, 1, 3, b"", (9 << 32) | 2) + message(0, 22, 0, 3, b"", comm=1)
+groups = group(b"g", [2, 0, 3], [bytes([1, 2, 3]), b"", bytes([9])], (1 << 61) | 7, 1)
+header = struct.pack("<IIIIIIQQII", 0x334E5357, 2, len(reqs), 2, 3, 1, (0x7FFFFFFF << 32) | 1, 4, 1, 8)
+write(c, "snapshot", header + struct.pack("<256H", *slot_uses) + comms + groups + b"".join(reqs) + posted + msgs)

@@ -64,10 +64,10 @@ WEFT_CKPT_INTERVAL_S=1 job 1 NeedAfterTheIntervalAndTheLaunchersDirectory 3 --ch
 mkdir "$dir/inflight"
 WEFT_TEST_CKPT_DIR=$dir/inflight job 1 WriteInFlight 3 || fail "a checkpoint with messages in flight"
 WEFT_TEST_CKPT_DIR=$dir/inflight job 1 RestartInFlight 3 || fail "a restart replaying messages in flight"
-grep -q "CKPT in flight: restarted generation 1, 6 requests and 5 messages" "$out" || fail "the replay counts"
+grep -q "CKPT in flight: restarted generation 1, 9 requests and 7 messages on 2 communicators" "$out" || fail "the replay counts"
 for step in 2 3 4 5 6 7 8; do
   WEFT_TEST_CKPT_DIR=$dir/inflight job $step RestartInFlight 3 || fail "restart number $step"
-  grep -q "CKPT in flight: restarted generation $step, 6 requests and 5 messages" "$out" || fail "replay number $step"
+  grep -q "CKPT in flight: restarted generation $step, 9 requests and 7 messages on 2 communicators" "$out" || fail "replay number $step"
 done
 # 6. A full disk: a 2 MiB tmpfs (root only: CI is).
 full=$(mktemp -d /tmp/weft-ckpt-full-XXXXXX)

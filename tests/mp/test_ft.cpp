@@ -631,7 +631,7 @@ TEST_F(Ft, LongStopIsDeclaredAndKilled) {
 // times. (Internals: the Ft layer of this context, reached through the
 // handle.)
 TEST_F(Ft, FreedCommunicatorsLeaveNoFtState) {
-    weft::group::Ft* ft = weft::group::Ft::of(*w_->engine);
+    weft::group::Ft* ft = weft::group::Ft::of(*weft::group::shell_of(w_)->engine);
     ASSERT_NE(ft, nullptr);
     const size_t comms0 = ft->tracked_comms(), instances0 = ft->tracked_instances();
     for (int i = 0; i < 20; ++i) {
@@ -1003,7 +1003,7 @@ TEST_F(Ft, RevokeInterruptsBlockingFlagCollectives) {
 // REVOKED, never a match with rank 0's release barrier, and every freed
 // duplicate is released (its release barrier has a tag of its own).
 TEST_F(Ft, RevokeRightAfterCreationReachesEveryone) {
-    const size_t comms0 = w_->engine->registry().comms().size();
+    const size_t comms0 = weft::group::shell_of(w_)->engine->registry().comms().size();
     for (int i = 0; i < 20; ++i) {
         const std::string what = "iteration " + std::to_string(i);
         weft_comm_t d = nullptr;
@@ -1026,8 +1026,10 @@ TEST_F(Ft, RevokeRightAfterCreationReachesEveryone) {
     }
     barrier();
     const uint64_t end = now_ns() + 10'000'000'000ull;
-    while (w_->engine->registry().comms().size() > comms0 && now_ns() < end) weft_wait(ctx, 1000000);
-    EXPECT_EQ(w_->engine->registry().comms().size(), comms0) << "freed revoked communicators never released";
+    while (weft::group::shell_of(w_)->engine->registry().comms().size() > comms0 && now_ns() < end)
+        weft_wait(ctx, 1000000);
+    EXPECT_EQ(weft::group::shell_of(w_)->engine->registry().comms().size(), comms0)
+        << "freed revoked communicators never released";
 }
 
 // mp.ft.iagree.*: two non-blocking agreements in flight, then a blocking
