@@ -148,10 +148,10 @@ typedef struct weft_restart_info {
     uint64_t verify_ns; /* reading and checking the manifest and this rank's image, and agreeing */
     uint64_t load_ns;   /* copying the regions back */
     uint64_t total_ns;
-    uint64_t replay_ns; /* re-creating the saved requests, re-posting receives, re-buffering messages, agreeing */
-    uint32_t requests;  /* requests re-created at their handles */
-    uint32_t receives;  /* of which receives re-posted, in posting order */
-    uint32_t messages;  /* buffered messages put back, in arrival order */
+    uint64_t replay_ns;     /* re-creating the saved requests, re-posting receives, re-buffering messages, agreeing */
+    uint32_t requests;      /* requests re-created at their handles */
+    uint32_t receives;      /* of which receives re-posted, in posting order */
+    uint32_t messages;      /* buffered messages put back, in arrival order */
     uint32_t communicators; /* besides the world, re-created at their handles */
     uint32_t groups;        /* process groups, constructed again under their names */
 } weft_restart_info_t;
