@@ -618,7 +618,7 @@ weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world) {
     ApiLock lock(eng);
     return guarded([&]() -> Status {
         Comm& w = eng.world();
-        *world = w.handle ? weft::group::comm_handle(*w.handle) : new_handle(eng, &w);
+        *world = weft::group::comm_handle(*w.handle);  // made with the world (Engine::init)
         return WEFT_OK;
     });
 }

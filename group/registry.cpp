@@ -45,19 +45,11 @@ void Registry::restore_counters(uint64_t next_context, const std::vector<uint16_
 Status Registry::restore(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
                          std::vector<uint16_t> uses, uint32_t slot, bool slots_known, Comm*& out) {
     if (slot != no_slot) {
-        // take_slot's work, at this slot and its saved use.
-        const int32_t rank = [&] {
-            for (uint32_t i = 0; i < members.size(); ++i)
-                if (members[i] == rt_.rank()) return static_cast<int32_t>(i);
-            return -1;
-        }();
-        if (slot >= slot_used_.size() || slot_used_[slot] || rank < 0)
+        const auto me = std::find(members.begin(), members.end(), rt_.rank());
+        if (slot >= slot_used_.size() || slot_used_[slot] || me == members.end())
             return WEFT_FAIL(WEFT_ERR_BUSY, "restart: communicator %llx: clock slot %u is taken here",
                              static_cast<unsigned long long>(id), slot);
-        slot_used_[slot] = 1;
-        slot_uses_[slot] = uses[rank];
-        eng_.coll().clear_flags(slot);
-        reset_clock(slot);
+        occupy_slot(slot, uses[me - members.begin()]);
     }
     if (Status st = make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out)) return st;
     out->slots_known = slots_known;
@@ -80,16 +72,20 @@ Status Registry::make_world() {
 bool Registry::take_slot(uint32_t& slot) {
     for (uint32_t s = 0; s < slot_used_.size(); ++s)
         if (!slot_used_[s]) {
-            slot_used_[s] = 1;
-            slot_uses_[s] = static_cast<uint16_t>(slot_uses_[s] % ((1u << clock_use_bits) - 1) + 1);
+            occupy_slot(s, static_cast<uint16_t>(slot_uses_[s] % ((1u << clock_use_bits) - 1) + 1));
             slot = s;
-            // Before anyone learns the slot: flags left by the communicator
-            // that had it would satisfy the new one's first waits.
-            eng_.coll().clear_flags(s);
-            reset_clock(s);
             return true;
         }
     return false;
+}
+
+void Registry::occupy_slot(uint32_t slot, uint16_t use) {
+    slot_used_[slot] = 1;
+    slot_uses_[slot] = use;
+    // Before anyone learns the slot: flags left by the communicator that
+    // had it would satisfy the new one's first waits.
+    eng_.coll().clear_flags(slot);
+    reset_clock(slot);
 }
 
 // A new communicator's clock starts at zero on every member: seq and

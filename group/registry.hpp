@@ -86,7 +86,7 @@ public:
     void restore_counters(uint64_t next_context, const std::vector<uint16_t>& uses);
     // Restart: a saved communicator, under its context ID, with every
     // member's clock slot and this rank's slot taken again at its saved
-    // use. The caller checked that the slot is free here.
+    // use (BUSY if that slot is taken here).
     Status restore(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots, std::vector<uint16_t> uses,
                    uint32_t slot, bool slots_known, Comm*& out);
 
@@ -113,6 +113,8 @@ private:
     Status make_exchanging_slots(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,
                                  std::vector<uint16_t> uses, uint32_t slot, Comm*& out);
     bool take_slot(uint32_t& slot);
+    // Takes `slot` (free) at `use`: take_slot's and restore's common part.
+    void occupy_slot(uint32_t slot, uint16_t use);
     void give_back_slot(uint32_t slot);
     bool slot_coming() const;
     bool wait_for_slot(uint32_t& slot, Deadline d);

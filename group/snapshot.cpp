@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 namespace weft::group {
 
@@ -27,10 +28,14 @@ namespace {
 // The saved communicators' places: 0 for the world, i + 1 for the i-th.
 struct CommIndex {
     std::vector<const Comm*> comms;  // [0] is the world
+    std::unordered_map<const Comm*, uint32_t> place;
+    void add(const Comm* c) {
+        place.emplace(c, static_cast<uint32_t>(comms.size()));
+        comms.push_back(c);
+    }
     uint32_t of(const Comm* c) const {
-        for (uint32_t i = 0; i < comms.size(); ++i)
-            if (comms[i] == c) return i;
-        return UINT32_MAX;
+        auto it = place.find(c);
+        return it == place.end() ? UINT32_MAX : it->second;
     }
 };
 
@@ -79,7 +84,7 @@ Status save_snapshot(Runtime& rt, const RegionMap& regions, std::vector<uint8_t>
         }
     }
     CommIndex index;
-    index.comms.push_back(&world);
+    index.add(&world);
     for (const auto& owned : registry.comms()) {
         const Comm& c = *owned;
         if (c.world) continue;
@@ -98,7 +103,7 @@ Status save_snapshot(Runtime& rt, const RegionMap& regions, std::vector<uint8_t>
         sc.slots = c.slots;
         sc.slot_uses = c.slot_uses;
         snap.comms.push_back(std::move(sc));
-        index.comms.push_back(&c);
+        index.add(&c);
     }
     for (const Comm* c : index.comms)
         for (const MatchQueue* q : {&c->coll, &c->create})
