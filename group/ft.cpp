@@ -4,6 +4,7 @@
 #include "group/schedule.hpp"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -20,7 +21,8 @@ struct WireHdr {
     uint64_t comm_id;
     uint64_t seq;
     uint32_t from_rank;  // sender's rank in the communicator
-    uint32_t flags;      // bit 0: committed (contrib); bit 1: has an accepted value
+    uint32_t flags;      // bit 0: committed (contrib); bit 1: has an accepted value;
+                         // bits 8-15: what the sender's instance is for (AgreeFor)
     uint32_t nvalue;     // words of value following
     uint32_t nacc;       // words of accepted value following those
 };
@@ -137,7 +139,28 @@ void Ft::update_local(Comm& c, uint32_t& num_failed, uint32_t& num_new) {
 }
 
 // ------------------------------------------------------------ messages
-void Ft::send(uint32_t peer, Type t, uint64_t comm_id, uint64_t seq, uint32_t ballot, uint32_t from_rank,
+const char* agree_for_name(AgreeFor k) {
+    switch (k) {
+        case AgreeFor::agree:
+            return "agree";
+        case AgreeFor::validate:
+            return "validate_global";
+        case AgreeFor::shrink:
+            return "shrink";
+        case AgreeFor::built:
+            return "the agreement on a built communicator (shrink, validate_global)";
+        case AgreeFor::unknown:
+            break;
+    }
+    return "unknown";
+}
+
+void Ft::send(uint32_t peer, Type t, const Instance& in, uint32_t ballot, uint32_t from_rank, bool committed,
+              const std::vector<uint64_t>* value, const std::vector<uint64_t>* acc) {
+    send(peer, t, in.comm_id, in.seq, in.kind, ballot, from_rank, committed, value, acc);
+}
+
+void Ft::send(uint32_t peer, Type t, uint64_t comm_id, uint64_t seq, AgreeFor kind, uint32_t ballot, uint32_t from_rank,
               bool committed, const std::vector<uint64_t>* value, const std::vector<uint64_t>* acc) {
     if (rt_.peer_failed(peer)) return;
     WireHdr h{};
@@ -146,7 +169,7 @@ void Ft::send(uint32_t peer, Type t, uint64_t comm_id, uint64_t seq, uint32_t ba
     h.comm_id = comm_id;
     h.seq = seq;
     h.from_rank = from_rank;
-    h.flags = (committed ? 1u : 0u) | (acc ? 2u : 0u);
+    h.flags = (committed ? 1u : 0u) | (acc ? 2u : 0u) | uint32_t(kind) << 8;
     h.nvalue = value ? static_cast<uint32_t>(value->size()) : 0;
     h.nacc = acc ? static_cast<uint32_t>(acc->size()) : 0;
     std::vector<uint8_t> buf(sizeof h + 8ull * (h.nvalue + h.nacc));
@@ -247,16 +270,20 @@ void Ft::handle(const Msg& m) {
     if (recently_released(h.comm_id)) return;  // late: everyone decided before its free
     Instance& in = instance(h.comm_id, h.seq);
     const uint32_t me = in.me;
+    const auto theirs = static_cast<AgreeFor>((h.flags >> 8) & 0xff);
+    // The sender is at another operation than ours here (ft.hpp).
+    const bool other = in.entered && theirs != AgreeFor::unknown && theirs != in.kind;
     switch (h.type) {
         case contrib: {
             if (in.decided) {
                 // It moved to us after we decided: the decision is final.
-                if (in.entered) send(m.from_peer, commit, h.comm_id, h.seq, me, me, true, &in.decision, nullptr);
+                if (in.entered) send(m.from_peer, commit, in, me, me, true, &in.decision, nullptr);
                 return;
             }
             if (in.contribs.size() <= h.from_rank) in.contribs.resize(h.from_rank + 1);
             Contrib& c = in.contribs[h.from_rank];
             c.present = true;
+            c.kind = theirs;
             c.committed = h.flags & 1;
             c.has_acc = h.flags & 2;
             c.acc_ballot = h.ballot;
@@ -267,31 +294,59 @@ void Ft::handle(const Msg& m) {
         }
         case query:
             if (in.decided) {
-                if (in.entered) send(m.from_peer, contrib, h.comm_id, h.seq, 0, me, true, &in.decision, nullptr);
+                if (in.entered) send(m.from_peer, contrib, in, 0, me, true, &in.decision, nullptr);
             } else if (in.entered) {
-                send(m.from_peer, contrib, h.comm_id, h.seq, in.acc_ballot, me, false, &in.mine,
-                     in.has_acc ? &in.acc : nullptr);
+                send(m.from_peer, contrib, in, in.acc_ballot, me, false, &in.mine, in.has_acc ? &in.acc : nullptr);
             }
             return;
         case propose:
             if (!in.entered) return;  // impossible: a proposal needs our contribution
+            // Never another operation's value: the coordinator finds the
+            // mismatch in our contribution and decides it for everyone.
+            if (other) {
+                report_mismatch(in, m.from_peer, theirs);
+                return;
+            }
             // ACK only what we accepted: a proposal of a lower ballot than
             // one we hold must not count towards its commit.
             if (in.decided || (in.has_acc && h.ballot < in.acc_ballot)) return;
             in.has_acc = true;
             in.acc_ballot = h.ballot;
             in.acc = value;
-            send(m.from_peer, ack, h.comm_id, h.seq, h.ballot, me, false, nullptr, nullptr);
+            send(m.from_peer, ack, in, h.ballot, me, false, nullptr, nullptr);
             return;
         case ack:
             if (in.entered && in.proposed && h.ballot == me && h.from_rank < in.acked.size()) in.acked[h.from_rank] = 1;
             return;
         case commit:
-            if (!in.decided) decide(in, value);
+            if (in.decided) return;
+            if (other && !value.empty()) {
+                // Decided without us (we came late) for another operation.
+                report_mismatch(in, m.from_peer, theirs);
+                decide(in, {});
+                return;
+            }
+            if (!in.entered) in.kind = theirs;  // enter() compares it with ours
+            decide(in, value);
             return;
         default:
             WEFT_LOG(error, "ft message type %u from peer %u: unknown", h.type, m.from_peer);
     }
+}
+
+void Ft::report_mismatch(Instance& in, uint32_t peer, AgreeFor theirs) {
+    if (in.mismatch_reported) return;
+    in.mismatch_reported = true;
+    char who[48];
+    if (peer == UINT32_MAX)
+        std::snprintf(who, sizeof who, "the members that decided it");
+    else
+        std::snprintf(who, sizeof who, "job rank %u", peer);
+    WEFT_LOG(error,
+             "agreement %llu on communicator %llx: this rank called %s, %s called %s: the members called "
+             "fault-tolerant operations in different orders (every call in this agreement fails with BAD_PARAM)",
+             static_cast<unsigned long long>(in.seq), static_cast<unsigned long long>(in.comm_id),
+             agree_for_name(in.kind), who, agree_for_name(theirs));
 }
 
 void Ft::decide(Instance& in, const std::vector<uint64_t>& v) {
@@ -317,8 +372,7 @@ void Ft::step(Instance& in) {
     if (co != static_cast<int32_t>(me)) {
         if (in.coord != co) {
             in.coord = co;
-            send(c.members[co], contrib, c.id, in.seq, in.acc_ballot, me, false, &in.mine,
-                 in.has_acc ? &in.acc : nullptr);
+            send(c.members[co], contrib, in, in.acc_ballot, me, false, &in.mine, in.has_acc ? &in.acc : nullptr);
         }
         return;
     }
@@ -328,10 +382,23 @@ void Ft::step(Instance& in) {
         in.coord = co;
         for (uint32_t r = 0; r < c.size; ++r)
             if (r != me && !member_failed(c, r) && !in.contribs[r].present)
-                send(c.members[r], query, c.id, in.seq, me, me, false, nullptr, nullptr);
+                send(c.members[r], query, in, me, me, false, nullptr, nullptr);
+    }
+    for (uint32_t r = 0; r < c.size; ++r) {
+        const Contrib& x = in.contribs[r];
+        if (r == me || !x.present || x.kind == AgreeFor::unknown || x.kind == in.kind) continue;
+        // Members at different operations: decide the mismatch (an empty
+        // value), through the same COMMIT every member acts on.
+        report_mismatch(in, c.members[r], x.kind);
+        const std::vector<uint64_t> none;
+        for (uint32_t q = 0; q < c.size; ++q)
+            if (q != me && !member_failed(c, q)) send(c.members[q], commit, in, me, me, true, &none, nullptr);
+        decide(in, none);
+        return;
     }
     Contrib& own = in.contribs[me];
     own.present = true;
+    own.kind = in.kind;
     own.value = in.mine;
     own.has_acc = in.has_acc;
     own.acc_ballot = in.acc_ballot;
@@ -340,7 +407,7 @@ void Ft::step(Instance& in) {
         if (in.contribs[r].present && in.contribs[r].committed) {
             const std::vector<uint64_t> v = in.contribs[r].value;
             for (uint32_t q = 0; q < c.size; ++q)
-                if (q != me) send(c.members[q], commit, c.id, in.seq, me, me, true, &v, nullptr);
+                if (q != me) send(c.members[q], commit, in, me, me, true, &v, nullptr);
             decide(in, v);
             return;
         }
@@ -375,7 +442,7 @@ void Ft::step(Instance& in) {
         uint32_t sent = 0;
         for (uint32_t r = 0; r < c.size; ++r) {
             if (r == me || member_failed(c, r)) continue;
-            send(c.members[r], propose, c.id, in.seq, me, me, false, &v, nullptr);
+            send(c.members[r], propose, in, me, me, false, &v, nullptr);
             // Tests kill the coordinator here: one member accepted.
             if (++sent == 1) WEFT_FAULT_POINT("ft.agree.propose_partial");
         }
@@ -389,18 +456,26 @@ void Ft::step(Instance& in) {
     uint32_t sent = 0;
     for (uint32_t r = 0; r < c.size; ++r) {
         if (r == me || member_failed(c, r)) continue;
-        send(c.members[r], commit, c.id, in.seq, me, me, true, &v, nullptr);
+        send(c.members[r], commit, in, me, me, true, &v, nullptr);
         if (++sent == 1) WEFT_FAULT_POINT("ft.agree.commit_partial");
     }
     decide(in, v);
 }
 
-uint64_t Ft::enter(Comm& c, const std::vector<uint64_t>& value) {
+uint64_t Ft::enter(Comm& c, const std::vector<uint64_t>& value, AgreeFor what) {
     FtComm& f = state(c);
     const uint64_t seq = f.next_seq++;
     Instance& in = instance(c.id, seq);
     in.comm = &c;
     in.me = c.rank;
+    if (in.decided && !in.decision.empty() && in.kind != AgreeFor::unknown && in.kind != what) {
+        // Decided before we came, for another operation.
+        const AgreeFor theirs = in.kind;
+        in.kind = what;
+        report_mismatch(in, UINT32_MAX, theirs);
+        in.decision.clear();
+    }
+    in.kind = what;
     in.entered = true;
     if (!in.decided) ++open_;
     in.mine = value;
@@ -424,6 +499,7 @@ std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag)
 }
 
 Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag) {
+    if (v.empty()) return WEFT_FAIL(WEFT_ERR_BAD_PARAM, "agree: the members called different operations here");
     *flag = static_cast<int>(static_cast<uint32_t>(v[0]));
     for (uint32_t r = 0; r < c.size; ++r)
         if (r != c.rank && failed_in(v, r) && !f.in_g[r]) return WEFT_ERR_PEER_FAILED;
@@ -433,7 +509,7 @@ Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>
 Status Ft::iagree(Comm& c, int* flag, Request*& out) {
     uint32_t total = 0, added = 0;
     update_local(c, total, added);
-    const uint64_t seq = enter(c, agree_value(state(c), c.size, static_cast<uint32_t>(*flag)));
+    const uint64_t seq = enter(c, agree_value(state(c), c.size, static_cast<uint32_t>(*flag)), AgreeFor::agree);
     // A send-kind request without a cookie: nothing in the engine touches
     // it; we complete it when the instance decides.
     out = eng_.p2p().completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
@@ -450,7 +526,7 @@ Status Ft::ishrink(Comm& c, weft_comm_t* out, Request*& req) {
     s->deadline = rt_.op_deadline();
     uint32_t total = 0, added = 0;
     update_local(c, total, added);
-    s->seq = enter(c, agree_value(state(c), c.size, 1));
+    s->seq = enter(c, agree_value(state(c), c.size, 1), AgreeFor::shrink);
     // Completed by us, like iagree's.
     req = eng_.p2p().completed_request(c, ReqKind::send, weft_msg_status_t{-1, -1, 0, WEFT_OK, 0});
     req->done = false;
@@ -493,6 +569,9 @@ bool Ft::advance_ishrink(PendingShrink& s) {
                 return complete_with(
                     WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
             }
+            if (v.empty())
+                return complete_with(
+                    WEFT_FAIL(WEFT_ERR_BAD_PARAM, "weft_comm_ishrink: the members called different operations"));
             if (failed_in(v, c.rank))
                 return complete_with(
                     WEFT_FAIL(WEFT_ERR_PEER_FAILED, "weft_comm_ishrink: the survivors agreed this process failed"));
@@ -517,7 +596,7 @@ bool Ft::advance_ishrink(PendingShrink& s) {
             // members only: agree on the outcome.
             uint32_t total = 0, added = 0;
             update_local(c, total, added);
-            s.seq = enter(c, agree_value(f, c.size, s.build->status == WEFT_OK ? 1 : 0));
+            s.seq = enter(c, agree_value(f, c.size, s.build->status == WEFT_OK ? 1 : 0), AgreeFor::built);
             s.stage = PendingShrink::Stage::agree_built;
             [[fallthrough]];
         }
@@ -527,6 +606,11 @@ bool Ft::advance_ishrink(PendingShrink& s) {
                 if (s.build->comm) eng_.registry().free_comm(*s.build->comm);
                 return complete_with(
                     WEFT_FAIL(WEFT_ERR_TIMEOUT, "weft_comm_ishrink: no agreement within the deadline"));
+            }
+            if (v.empty()) {
+                if (s.build->comm) eng_.registry().free_comm(*s.build->comm);
+                return complete_with(
+                    WEFT_FAIL(WEFT_ERR_BAD_PARAM, "weft_comm_ishrink: the members called different operations"));
             }
             if (v[0] == 1 && s.build->comm) {
                 *s.out = new_comm_handle(eng_, s.build->comm, c.handle ? comm_handle(*c.handle) : nullptr);
@@ -540,7 +624,7 @@ bool Ft::advance_ishrink(PendingShrink& s) {
             WEFT_LOG(info, "weft_comm_ishrink: a member failed while the communicator was built; agreeing again");
             uint32_t total = 0, added = 0;
             update_local(c, total, added);
-            s.seq = enter(c, agree_value(f, c.size, 1));
+            s.seq = enter(c, agree_value(f, c.size, 1), AgreeFor::shrink);
             s.stage = PendingShrink::Stage::agree_failed;
             return false;
         }
@@ -566,12 +650,18 @@ uint32_t Ft::finish_iagrees() {
     return n;
 }
 
-Status Ft::agree(Comm& c, std::vector<uint64_t>& value) {
-    const uint64_t seq = enter(c, value);
+Status Ft::agree(Comm& c, std::vector<uint64_t>& value, AgreeFor what) {
+    const uint64_t seq = enter(c, value, what);
     Instance& in = instance(c.id, seq);
     if (!eng_.progress_until([&] { return in.decided; }, rt_.op_deadline()))
-        return WEFT_FAIL(WEFT_ERR_TIMEOUT, "agreement %llu on communicator %llx: no decision within the deadline",
-                         static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c.id));
+        return WEFT_FAIL(WEFT_ERR_TIMEOUT, "agreement %llu on communicator %llx (%s): no decision within the deadline",
+                         static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c.id),
+                         agree_for_name(what));
+    if (in.decision.empty())
+        return WEFT_FAIL(WEFT_ERR_BAD_PARAM,
+                         "agreement %llu on communicator %llx (%s): the members called different operations here",
+                         static_cast<unsigned long long>(seq), static_cast<unsigned long long>(c.id),
+                         agree_for_name(what));
     value = in.decision;
     return WEFT_OK;
 }
@@ -587,7 +677,8 @@ void Ft::revoke(Comm& c) {
     // reached in O(log N) relays, around failed ones.
     for (uint32_t step = 1; step < c.size; step <<= 1) {
         const uint32_t r = (c.rank + step) % c.size;
-        if (!member_failed(c, r)) send(c.members[r], revoke_notice, c.id, 0, 0, c.rank, false, nullptr, nullptr);
+        if (!member_failed(c, r))
+            send(c.members[r], revoke_notice, c.id, 0, AgreeFor::unknown, 0, c.rank, false, nullptr, nullptr);
     }
     // Also the next live member after each dead finger, so a dead relay
     // does not cut its part of the ring off.
@@ -595,7 +686,8 @@ void Ft::revoke(Comm& c) {
         uint32_t r = (c.rank + step) % c.size;
         if (!member_failed(c, r)) continue;
         for (uint32_t k = 0; k < c.size && (member_failed(c, r) || r == c.rank); ++k) r = (r + 1) % c.size;
-        if (r != c.rank) send(c.members[r], revoke_notice, c.id, 0, 0, c.rank, false, nullptr, nullptr);
+        if (r != c.rank)
+            send(c.members[r], revoke_notice, c.id, 0, AgreeFor::unknown, 0, c.rank, false, nullptr, nullptr);
     }
 }
 

@@ -20,6 +20,11 @@
 //     coordinator finds the value accepted at every survivor.
 // Messages from a declared-failed process are dropped (fencing), so a
 // stopped coordinator that resumes cannot interfere.
+// Every message names what its sender's instance is for (AgreeFor). Members
+// that call different operations at the same sequence number (an erroneous
+// program, e.g. one member recovering while another goes on) would decide
+// one value for different questions; the coordinator decides "mismatch"
+// (an empty value) instead, and each call in it fails with BAD_PARAM.
 //
 // Thread affinity: everything runs under the context's API lock (or on its
 // one thread); handlers only queue, the state machine runs from the FT
@@ -64,6 +69,10 @@ struct FtComm : std::enable_shared_from_this<FtComm> {
     bool revoked = false;
 };
 
+// What an agreement instance decides (its sender's, on the wire).
+enum class AgreeFor : uint8_t { unknown = 0, agree = 1, validate = 2, shrink = 3, built = 4 };
+const char* agree_for_name(AgreeFor k);
+
 class Ft {
 public:
     Ft(Engine& e, Detector& d);
@@ -84,8 +93,9 @@ public:
     // Marks r's failure cleared: point-to-point with it is PROC_NULL.
     void clear(Comm& c, FtComm& f, uint32_t r);
     // Runs one agreement instance over c. value: word 0 a flag (ANDed),
-    // then ceil(size/64) words of failed-rank bitmap (ORed).
-    Status agree(Comm& c, std::vector<uint64_t>& value);
+    // then ceil(size/64) words of failed-rank bitmap (ORed). BAD_PARAM when
+    // members called different operations here (`what` is this one's).
+    Status agree(Comm& c, std::vector<uint64_t>& value, AgreeFor what);
     // Non-blocking agree: the request completes (from progress) when the
     // instance decides; *flag is written then, and the status is agree's.
     Status iagree(Comm& c, int* flag, Request*& out);
@@ -106,6 +116,7 @@ public:
 private:
     struct Contrib {
         bool present = false, committed = false, has_acc = false;
+        AgreeFor kind = AgreeFor::unknown;
         uint32_t acc_ballot = 0;
         std::vector<uint64_t> value, acc;
     };
@@ -114,7 +125,10 @@ private:
         Comm* comm = nullptr;  // set once this rank entered (only open instances use it)
         uint32_t me = 0;       // our rank in it: late messages need it after the comm is gone
         bool entered = false, decided = false;
-        std::vector<uint64_t> mine, decision;
+        // Ours once entered; before, that of the commit that decided it.
+        AgreeFor kind = AgreeFor::unknown;
+        bool mismatch_reported = false;
+        std::vector<uint64_t> mine, decision;  // decision empty: a mismatch
         // participant
         int64_t coord = -1;  // whom our contribution went to
         bool has_acc = false;
@@ -140,9 +154,16 @@ private:
     void step(Instance& in);
     int32_t coordinator(const Comm& c) const;
     bool member_failed(const Comm& c, uint32_t r) const;
-    void send(uint32_t peer, Type t, uint64_t comm_id, uint64_t seq, uint32_t ballot, uint32_t from_rank,
+    void send(uint32_t peer, Type t, const Instance& in, uint32_t ballot, uint32_t from_rank, bool committed,
+              const std::vector<uint64_t>* value, const std::vector<uint64_t>* acc);
+    void send(uint32_t peer, Type t, uint64_t comm_id, uint64_t seq, AgreeFor kind, uint32_t ballot, uint32_t from_rank,
               bool committed, const std::vector<uint64_t>* value, const std::vector<uint64_t>* acc);
     void decide(Instance& in, const std::vector<uint64_t>& v);
+    // Logs that job rank `peer` (UINT32_MAX: the members that decided the
+    // instance) called `theirs` where this rank called in.kind (once per
+    // instance).
+    void report_mismatch(Instance& in, uint32_t peer, AgreeFor theirs);
+    uint64_t enter(Comm& c, const std::vector<uint64_t>& value, AgreeFor what);
     Instance& instance(uint64_t comm_id, uint64_t seq);
 
     Engine& eng_;
@@ -195,11 +216,11 @@ private:
     std::vector<std::unique_ptr<PendingShrink>> ishrinks_;
     uint32_t advance_ishrinks();
     bool advance_ishrink(PendingShrink& s);  // true: its request is complete
-    uint64_t enter(Comm& c, const std::vector<uint64_t>& value);
 };
 
 // agree's outcome from its decided value: the flag, and PEER_FAILED when
-// the agreed failed set holds a member not in G (uniform everywhere).
+// the agreed failed set holds a member not in G (uniform everywhere);
+// BAD_PARAM for a mismatch (an empty value).
 Status agree_outcome(const FtComm& f, const Comm& c, const std::vector<uint64_t>& v, int* flag);
 std::vector<uint64_t> agree_value(const FtComm& f, uint32_t size, uint64_t flag);
 // Whether an agreed value names communicator rank r failed.

@@ -111,7 +111,7 @@ Status build_agreed(Target& t, const std::vector<uint32_t>& members, Comm*& out)
     // A member dying while the communicator is built can fail the build at
     // some members only: agree on the outcome.
     std::vector<uint64_t> ok = value_of(f, t.c->size, s == WEFT_OK ? 1 : 0);
-    Status as = t.ft->agree(*t.c, ok);
+    Status as = t.ft->agree(*t.c, ok, weft::group::AgreeFor::built);
     if (as == WEFT_OK && ok[0] == 1) return WEFT_OK;
     if (out) t.eng->registry().free_comm(*out);
     out = nullptr;
@@ -154,7 +154,7 @@ static Status validate_global(weft_comm_t comm, uint32_t* num_failed, uint32_t* 
         t.ft->update_local(*t.c, total, added);
         FtComm& f = t.ft->state(*t.c);
         std::vector<uint64_t> v = value_of(f, t.c->size, 1);
-        Status s = t.ft->agree(*t.c, v);
+        Status s = t.ft->agree(*t.c, v, weft::group::AgreeFor::validate);
         if (s != WEFT_OK) return s;
         adopt_global(f, *t.c, v);
         // After validate_global L = G = the cleared set (docs/fault-tolerance.md).
@@ -289,7 +289,7 @@ weft_status_t weft_comm_agree(weft_comm_t comm, int* flag) {
             t.ft->update_local(*t.c, total, added);
             FtComm& f = t.ft->state(*t.c);
             std::vector<uint64_t> v = value_of(f, t.c->size, static_cast<uint32_t>(*flag));
-            Status s = t.ft->agree(*t.c, v);
+            Status s = t.ft->agree(*t.c, v, weft::group::AgreeFor::agree);
             if (s != WEFT_OK) return s;
             // Uniform: every survivor compares the same agreed set with the
             // same G (G changes only in validate_global, itself uniform).
@@ -352,7 +352,7 @@ weft_status_t weft_comm_shrink(weft_comm_t comm, weft_comm_t* newcomm) {
                 t.ft->update_local(*t.c, total, added);
                 FtComm& f = t.ft->state(*t.c);
                 std::vector<uint64_t> v = value_of(f, t.c->size, 1);
-                Status s = t.ft->agree(*t.c, v);
+                Status s = t.ft->agree(*t.c, v, weft::group::AgreeFor::shrink);
                 if (s != WEFT_OK) return s;
                 const std::vector<uint32_t> survivors = survivors_of(*t.c, v);
                 if (failed_in(v, t.c->rank))

@@ -11,6 +11,14 @@
  * fenced: its later messages are dropped everywhere, even if it was only
  * stopped and resumes.
  *
+ * Order: validate_global, agree/iagree and shrink/ishrink on one
+ * communicator are matched in the order members start them, blocking or
+ * not. Members that call different ones at the same point (an erroneous
+ * program: say one recovers while another goes on) get
+ * WEFT_ERR_BAD_PARAM from each of those calls, with an error logged,
+ * instead of one value decided for different questions; the calls after
+ * them match again by order.
+ *
  * Threading: as comm.h. The FAILED_NEW cursors are per calling thread.
  */
 #ifndef WEFT_FT_H

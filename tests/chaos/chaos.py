@@ -297,6 +297,23 @@ def check(p, rc, d, out_text, job_timeout):
                 passed.setdefault(rank, set()).add((kv["e"], kv["r"]))
             elif t == "P" and kv["role"] == "recv" and kv["st"] == "OK":
                 recv_ok.add(kv["id"])
+    # A step a rank logged after its round's T line (a dup used once the
+    # round's agreement said every member ended it cleanly) is passed only
+    # if a later T (or the final F) line follows it: the rank may die inside
+    # it (seed 1031: killed after two of a ring's three receives).
+    late_steps = {}
+    for rank in range(n):
+        ended = set()
+        open_steps = []
+        for t, kv, _ in logs[rank]:
+            if t == "T":
+                ended.add((kv["e"], kv["r"]))
+                open_steps = []
+            elif t == "F":  # the job's last agreement: past every step
+                open_steps = []
+            elif t == "S" and (kv.get("e"), kv.get("r")) in ended:
+                open_steps.append((kv["e"], kv["r"], kv["s"]))
+        late_steps[rank] = set(open_steps)
     for rank in range(n):
         for t, kv, _ in logs[rank]:
             if t != "P" or kv["role"] != "send" or kv["st"] != "OK":
@@ -306,7 +323,7 @@ def check(p, rc, d, out_text, job_timeout):
             if k == "eager" or (k == "rndv" and ((e, r) in drain_rounds or not zero_copy)):
                 continue
             dst = int(dst)
-            if (e, r) in passed.get(dst, set()) and kv["id"] not in recv_ok:
+            if (e, r) in passed.get(dst, set()) and (e, r, _s) not in late_steps[dst] and kv["id"] not in recv_ok:
                 fails.append(("delivery", "%s send %s reported OK at rank %d, but rank %d, which got past that round, "
                               "never received it" % (k, kv["id"], rank, dst)))
     # Drain counters. At the quiescent point (Q, the callback: this rank's

@@ -837,8 +837,13 @@ void check_agree_flag(const char* what, int mine, int got, int all) {
 
 // ULFM's recovery (or a planned shrink): G agreed, a shrunk communicator
 // with the same members everywhere, checked by an allgather on it.
-// Returns false when the allgather failed (another failure: the caller
-// runs the round end again on the new communicator).
+// Returns false when the allgather failed at any member (another failure,
+// or a member's revoke that overtook the allgather somewhere): every member
+// then recovers again. The allgather's outcome is agreed because it can
+// differ between members (ULFM: a collective may fail at some members and
+// succeed at others); a member that went on to the next round while
+// another recovered would call different fault-tolerant operations in
+// the same place (seed 1074: an agree against a validate and a shrink).
 bool shrink_to(Comm& comm, uint32_t& epoch, const char* why, bool nonblocking) {
     uint32_t nf = 0, nn = 0;
     weft_status_t st = weft_comm_validate_global(comm.c, &nf, &nn);
@@ -890,8 +895,15 @@ bool shrink_to(Comm& comm, uint32_t& epoch, const char* why, bool nonblocking) {
         if (!expected_failure(st)) violation("status", "allgather after shrink returned %s", sname(st));
         logf("E e=%u after-shrink allgather %s", epoch, sname(st));
         revoke(comm.c, "error");
-        return false;
     }
+    int whole = st == WEFT_OK ? 1 : 0;
+    const weft_status_t ast = weft_comm_agree(comm.c, &whole);
+    logf("A e=%u after-shrink st=%s flag=%d", epoch, sname(ast), whole);
+    if (ast != WEFT_OK && ast != WEFT_ERR_PEER_FAILED)
+        violation("status", "after-shrink agree returned %s", sname(ast));
+    if (ast == WEFT_OK && whole == 1 && st != WEFT_OK)
+        violation("result", "after-shrink agree: flag 1 though this rank's allgather failed");
+    if (!(ast == WEFT_OK && whole == 1)) return false;
     for (uint32_t i = 0; i < next.n(); ++i)
         if (all[3 * i] != mine[0] || all[3 * i + 1] != mine[1] || all[3 * i + 2] != mine[2])
             violation("agreement",

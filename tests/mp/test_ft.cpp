@@ -1051,6 +1051,42 @@ TEST_F(Ft, IagreeOverlapsAndMatchesAgree) {
     barrier();
 }
 
+// mp.ft.mismatch.*: members that call different fault-tolerant operations
+// at the same point (chaos seed 1074: a member recovered with
+// validate_global and shrink while the others ended their round with an
+// agree first) get BAD_PARAM from each of them, at once, instead of one
+// value decided for different questions (a shrink built from an agree's
+// contributions) or a wait to the deadline.
+TEST_F(Ft, MismatchedOperationsFailTogether) {
+    weft_comm_t d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &d), WEFT_OK);
+    uint32_t nf = 0, nn = 0;
+    int flag = 1;
+    weft_comm_t shrunk = nullptr;
+    if (rank == 0) {
+        EXPECT_EQ(weft_comm_validate_global(d, &nf, &nn), WEFT_ERR_BAD_PARAM) << "validate_global against agree";
+        EXPECT_EQ(weft_comm_shrink(d, &shrunk), WEFT_ERR_BAD_PARAM) << "shrink against validate_global";
+        weft_request_t req = nullptr;
+        ASSERT_EQ(weft_comm_ishrink(d, &shrunk, &req), WEFT_OK);
+        weft_msg_status_t ms{};
+        EXPECT_EQ(weft_request_wait(&req, &ms), WEFT_ERR_BAD_PARAM) << "ishrink against iagree";
+        EXPECT_EQ(shrunk, nullptr);
+    } else {
+        EXPECT_EQ(weft_comm_agree(d, &flag), WEFT_ERR_BAD_PARAM) << "agree against validate_global";
+        EXPECT_EQ(weft_comm_validate_global(d, &nf, &nn), WEFT_ERR_BAD_PARAM) << "validate_global against shrink";
+        weft_request_t req = nullptr;
+        ASSERT_EQ(weft_comm_iagree(d, &flag, &req), WEFT_OK);
+        weft_msg_status_t ms{};
+        EXPECT_EQ(weft_request_wait(&req, &ms), WEFT_ERR_BAD_PARAM) << "iagree against ishrink";
+    }
+    // In step again: the same operation everywhere agrees as usual.
+    flag = rank == 1 ? 0 : 1;
+    EXPECT_EQ(weft_comm_agree(d, &flag), WEFT_OK);
+    EXPECT_EQ(flag, size > 1 ? 0 : 1);
+    EXPECT_EQ(weft_comm_validate_global(d, &nf, &nn), WEFT_OK);
+    ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
 // ------------------------------------------------------------ bad input, cost
 TEST_F(Ft, BadInputGetsClearStatuses) {
     uint32_t n = 0, nn = 0;
