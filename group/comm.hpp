@@ -103,6 +103,7 @@ struct Comm {
     uint64_t* clock =
         nullptr;              // our clock record in the state window (seq, +1 target, +2 finished); null without a slot
     uint32_t coll_seq = 0;    // next collective's number (internal tag)
+    uint64_t splits = 0;      // splits and dups started on it (Registry::split)
     uint64_t flag_epoch = 0;  // blocking collectives on the flag path so far
     uint64_t flag_allreduces = 0;   // of which allreduces (their inbox parity)
     uint64_t flat_epoch = 0;        // allreduce_flat: barriers and allreduces so far

@@ -51,6 +51,7 @@ Ft::~Ft() {
     rt_.remove_layer(ft_layer);
     eng_.registry().set_release_hook(nullptr, nullptr);
     eng_.registry().set_create_hook(nullptr, nullptr);
+    eng_.registry().set_split_failed_hook(nullptr, nullptr);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry().erase(&eng_);
 }
@@ -62,6 +63,7 @@ Status Ft::init() {
     if (st != WEFT_OK) return st;
     eng_.registry().set_release_hook(on_release, this);
     eng_.registry().set_create_hook(on_create, this);
+    eng_.registry().set_split_failed_hook(on_split_failed, this);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry()[&eng_] = this;
     return WEFT_OK;
@@ -83,6 +85,16 @@ void Ft::on_release(void* arg, uint64_t id) {
     auto& ins = self->instances_;
     for (auto it = ins.lower_bound({id, 0}); it != ins.end() && it->first.first == id;)
         it = it->second.entered && !it->second.decided ? std::next(it) : ins.erase(it);
+}
+
+void Ft::on_split_failed(void* arg, const Comm& parent, uint64_t seq) {
+    auto* self = static_cast<Ft*>(arg);
+    WEFT_LOG(debug, "split %llu of communicator %llx failed here: its members revoke what they made of it",
+             static_cast<unsigned long long>(seq), static_cast<unsigned long long>(parent.id));
+    for (uint32_t r = 0; r < parent.size; ++r)
+        if (r != parent.rank)
+            self->send(parent.members[r], split_abort, parent.id, seq, AgreeFor::unknown, 0, parent.rank, false,
+                       nullptr, nullptr);
 }
 
 void Ft::on_create(void* arg, Comm& c) {
@@ -265,6 +277,17 @@ void Ft::handle(const Msg& m) {
             early_revokes_.pop_front();
         }
         early_revokes_.push_back(h.comm_id);
+        return;
+    }
+    if (h.type == split_abort) {
+        // The sender's split of communicator comm_id failed: what we made
+        // of it is revoked, so no member waits for the sender in it.
+        if (Comm* child = eng_.registry().split_aborted(h.comm_id, h.seq)) {
+            WEFT_LOG(debug, "communicator %llx (split %llu of %llx) failed at job rank %u: revoked",
+                     static_cast<unsigned long long>(child->id), static_cast<unsigned long long>(h.seq),
+                     static_cast<unsigned long long>(h.comm_id), m.from_peer);
+            if (!child->revoked) revoke(*child);
+        }
         return;
     }
     if (recently_released(h.comm_id)) return;  // late: everyone decided before its free

@@ -144,10 +144,21 @@ private:
         uint32_t from_peer;
         std::vector<uint8_t> bytes;
     };
-    enum Type : uint32_t { contrib = 1, query = 2, propose = 3, ack = 4, commit = 5, revoke_notice = 6 };
+    // split_abort: the sender's split `seq` of communicator `comm_id`
+    // failed (Registry::set_split_failed_hook).
+    enum Type : uint32_t {
+        contrib = 1,
+        query = 2,
+        propose = 3,
+        ack = 4,
+        commit = 5,
+        revoke_notice = 6,
+        split_abort = 7
+    };
 
     static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
     static void on_release(void* arg, uint64_t comm_id);
+    static void on_split_failed(void* arg, const Comm& parent, uint64_t seq);
     static uint32_t on_progress(void* arg);
     uint32_t pump();
     void handle(const Msg& m);

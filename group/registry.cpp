@@ -215,9 +215,18 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     }
     const int64_t mine[4] = {color, key, static_cast<int64_t>(next_context_counter()), word};
     std::vector<int64_t> all(4 * size_t(parent.size));
+    const uint64_t seq = parent.splits++;
     Request* r = nullptr;
     Status st = eng_.coll().allgather_start(parent, mine, sizeof mine, all.data(), r);
+    // Tests delay a member here so that a revoke overtakes its split.
+    WEFT_FAULT_POINT("group.split.contributed");
     if (st == WEFT_OK) st = run_blocking(r);
+    if (st == WEFT_OK && std::find(aborted_.begin(), aborted_.end(), SplitKey{parent.id, seq}) != aborted_.end())
+        st = WEFT_FAIL(WEFT_ERR_REVOKED, "split: it failed at another member (its parent was revoked there)");
+    else if (st != WEFT_OK && split_failed_hook_)
+        // The allgather may have finished elsewhere (a revoke overtook it
+        // here only): the members that made the communicator revoke it.
+        split_failed_hook_(split_failed_hook_arg_, parent, seq);
     if (st != WEFT_OK || !joining) {
         if (slot != no_slot) give_back_slot(slot);
         return st;
@@ -244,6 +253,8 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     }
     const uint32_t leader = order.front();
     const uint64_t id = (uint64_t(parent.members[leader]) << 32) | (uint64_t(all[4 * leader + 2]) & 0xffffffffull);
+    if (made_.size() == kept_splits) made_.pop_front();
+    made_.push_back({SplitKey{parent.id, seq}, id});
     if (!later) return make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out);
 
     // A member's slot is still coming back. Every member saw that in the
@@ -252,6 +263,21 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
     // the release barriers that free those slots need the other members to
     // have left this call, or at least to progress in it.
     return make_exchanging_slots(id, std::move(members), std::move(slots), std::move(uses), slot, out);
+}
+
+Comm* Registry::split_aborted(uint64_t parent_id, uint64_t seq) {
+    const SplitKey key{parent_id, seq};
+    for (const auto& [k, child] : made_) {
+        if (!(k == key)) continue;
+        for (const auto& c : comms_)
+            if (c->id == child) return c.get();
+        return nullptr;  // made and released already
+    }
+    if (std::find(aborted_.begin(), aborted_.end(), key) == aborted_.end()) {
+        if (aborted_.size() == kept_splits) aborted_.pop_front();
+        aborted_.push_back(key);
+    }
+    return nullptr;
 }
 
 Status Registry::make_exchanging_slots(uint64_t id, std::vector<uint32_t> members, std::vector<uint32_t> slots,

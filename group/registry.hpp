@@ -19,6 +19,7 @@
 
 #include "group/comm.hpp"
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -97,6 +98,19 @@ public:
         release_hook_ = fn;
         release_hook_arg_ = arg;
     }
+    // Called when a split (or dup) of `parent`, its split number `seq`,
+    // failed here: its allgather may have finished at other members, who
+    // made the communicator (creation is not uniform by itself). group/ft
+    // tells the parent's members, who revoke what they made of it
+    // (split_aborted), so nothing waits for this member in it.
+    void set_split_failed_hook(void (*fn)(void* arg, const Comm& parent, uint64_t seq), void* arg) {
+        split_failed_hook_ = fn;
+        split_failed_hook_arg_ = arg;
+    }
+    // A member's split `seq` of communicator `parent_id` failed: the
+    // communicator this rank made of it (nullptr if none: then a split
+    // that finishes here later fails too).
+    Comm* split_aborted(uint64_t parent_id, uint64_t seq);
     // Called with a communicator as soon as it exists here (before its
     // creation returns to anyone): layers apply what they learned of it
     // before it existed (group/ft: a revoke notice that came early).
@@ -138,6 +152,18 @@ private:
     void* release_hook_arg_ = nullptr;
     void (*create_hook_)(void* arg, Comm& c) = nullptr;
     void* create_hook_arg_ = nullptr;
+    void (*split_failed_hook_)(void* arg, const Comm& parent, uint64_t seq) = nullptr;
+    void* split_failed_hook_arg_ = nullptr;
+    // The last splits made here and the failures members told of, by
+    // (parent's context ID, split number): a failure names no more than
+    // that, and the two can come in either order.
+    struct SplitKey {
+        uint64_t parent, seq;
+        bool operator==(const SplitKey&) const = default;
+    };
+    static constexpr size_t kept_splits = 64;
+    std::deque<std::pair<SplitKey, uint64_t>> made_;  // -> the child's context ID
+    std::deque<SplitKey> aborted_;
 };
 
 }  // namespace weft::group

@@ -97,7 +97,12 @@ weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_
  * (WEFT_STATE_CLOCK_OFF(slot, ...)) on this rank. */
 weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot);
 
-/* Collective over comm: the same members, in the same order. */
+/* Collective over comm: the same members, in the same order. If comm is
+ * revoked while a dup or split runs, it may finish at some members and
+ * fail with WEFT_ERR_REVOKED at others; where it finished, the new
+ * communicator is revoked soon after (the others tell them), so it can be
+ * freed and nothing waits in it for a member that does not have it
+ * (docs/fault-tolerance.md). */
 weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out);
 /* Collective over comm: one communicator per colour, ordered by (key, rank).
  * colour WEFT_UNDEFINED sets *out = NULL. Colours must be >= 0 otherwise. */

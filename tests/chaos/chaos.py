@@ -89,6 +89,9 @@ def weft_points(source):
                         with open(os.path.join(dirpath, f), errors="replace") as fh:
                             pts.update(re.findall(r'WEFT_FAULT_POINT\("([^"]+)"\)', fh.read()))
     pts.discard("transport.verbs.connecting")
+    # A point for one mp test's delay (mp.ft.split_revoked): left out so
+    # that the seeds' plans stay as they were.
+    pts.discard("group.split.contributed")
     return sorted(pts) or ["ft.agree.enter", "ft.agree.commit", "ft.agree.propose_partial",
                            "ft.agree.commit_partial", "transport.init.done", "transport.init.exchanged"]
 

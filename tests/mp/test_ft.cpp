@@ -12,10 +12,12 @@
 #include "tests/mp/comm_util.hpp"
 #include "tests/mp/raw_enums.h"
 
+#include <weft/drain.h>
 #include <weft/ft.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <poll.h>
 #include <sys/syscall.h>
@@ -1085,6 +1087,56 @@ TEST_F(Ft, MismatchedOperationsFailTogether) {
     EXPECT_EQ(flag, size > 1 ? 0 : 1);
     EXPECT_EQ(weft_comm_validate_global(d, &nf, &nn), WEFT_OK);
     ASSERT_EQ(weft_comm_free(&d), WEFT_OK);
+}
+
+// mp.ft.split_revoked.*: rank 3 is delayed inside its dup of p, after its
+// first send (weft-run --fault delay:...:at=group.split.contributed),
+// while rank 0, whose dup finished, revokes p: the revoke overtakes the dup
+// at some members, which fail it, while others made the communicator
+// (chaos seed 1075). The members that failed tell the others, who revoke
+// what they made, so nothing waits for a member that does not have it:
+// before, the freed communicator's release never ended at the members that
+// had it, and every later drain timed out in its collective phase.
+TEST_F(Ft, SplitRevokedWhileRunningLeavesNothingWaiting) {
+    weft_comm_t p = nullptr, d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &p), WEFT_OK);
+    // Rank 3 starts first, so its dup's first step waits for rank 2 when
+    // the delay puts it to sleep: ranks 0 and 2 then finish without it
+    // (recursive doubling), rank 1 waits for its second step.
+    if (rank != 3) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const weft_status_t st = weft_comm_dup(p, &d);
+    EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_REVOKED) << weft_strerror(st);
+    if (rank == 0) {
+        EXPECT_EQ(weft_comm_revoke(p), WEFT_OK);
+    }
+    uint64_t made = st == WEFT_OK ? 1 : 0, everywhere = 0;
+    ASSERT_EQ(weft_allreduce(w_, &made, &everywhere, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+    std::printf("[rank %u] dup %s; %llu of %u members made it\n", rank, weft_strerror(st),
+                static_cast<unsigned long long>(everywhere), size);
+    if (st == WEFT_OK && everywhere < size) {
+        // Made here, not everywhere: revoked by the members that failed it.
+        int revoked = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!revoked && std::chrono::steady_clock::now() < until) {
+            weft_comm_is_revoked(d, &revoked);
+            if (!revoked) progress_for(0.001);
+        }
+        EXPECT_EQ(revoked, 1) << "a communicator made at " << everywhere << " of " << size
+                              << " members stayed usable here";
+    }
+    if (d) {
+        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    EXPECT_EQ(weft_comm_free(&p), WEFT_OK);
+    // Nothing waits for the members without it: a drain converges.
+    barrier();
+    weft_drain_result_t res{};
+    if (rank == 1) {
+        uint64_t n = 0;
+        EXPECT_EQ(weft_drain_request(ctx, &n), WEFT_OK);
+    }
+    EXPECT_EQ(weft_drain_wait(ctx, 1, 60000, &res), WEFT_OK);
+    EXPECT_EQ(res.status, WEFT_OK) << "the drain after the split: " << weft_strerror(res.status);
 }
 
 // ------------------------------------------------------------ bad input, cost
