@@ -1139,6 +1139,38 @@ TEST_F(Ft, SplitRevokedWhileRunningLeavesNothingWaiting) {
     EXPECT_EQ(res.status, WEFT_OK) << "the drain after the split: " << weft_strerror(res.status);
 }
 
+// mp.ft.split_death.*: the same with a death: rank 3 dies inside its dup
+// of p after its first send (a delay, then SIGKILL, at
+// group.split.contributed), so ranks 0 and 2 finish the dup and rank 1 fails
+// it (PEER_FAILED). Rank 1's notice makes 0 and 2 revoke theirs: no
+// survivor waits in it for another survivor that does not have it.
+TEST_F(Ft, SplitWithAMemberDyingLeavesNothingWaiting) {
+    weft_comm_t p = nullptr, d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &p), WEFT_OK);
+    if (rank != 3) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const weft_status_t st = weft_comm_dup(p, &d);  // rank 3 dies inside
+    EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED || st == WEFT_ERR_REVOKED) << weft_strerror(st);
+    // Whether every survivor made it: an agreement, as the world has a
+    // dead member now.
+    int all_made = st == WEFT_OK ? 1 : 0;
+    const weft_status_t ast = weft_comm_agree(w_, &all_made);
+    EXPECT_TRUE(ast == WEFT_OK || ast == WEFT_ERR_PEER_FAILED) << weft_strerror(ast);
+    std::printf("[rank %u] dup %s; every survivor made it: %d\n", rank, weft_strerror(st), all_made);
+    if (st == WEFT_OK && !all_made) {
+        int revoked = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!revoked && std::chrono::steady_clock::now() < until) {
+            weft_comm_is_revoked(d, &revoked);
+            if (!revoked) progress_for(0.001);
+        }
+        EXPECT_EQ(revoked, 1) << "a communicator some survivors do not have stayed usable here";
+    }
+    if (d) {
+        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    EXPECT_EQ(weft_comm_free(&p), WEFT_OK);
+}
+
 // ------------------------------------------------------------ bad input, cost
 TEST_F(Ft, BadInputGetsClearStatuses) {
     uint32_t n = 0, nn = 0;
