@@ -100,10 +100,9 @@ weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot);
 /* Collective over comm: the same members, in the same order. If comm is
  * revoked (or a member dies) while a dup or split runs, it may finish at
  * some members and fail at others (WEFT_ERR_REVOKED, WEFT_ERR_PEER_FAILED);
- * where it finished, the new
- * communicator is revoked soon after (the others tell them), so it can be
- * freed and nothing waits in it for a member that does not have it
- * (docs/fault-tolerance.md). */
+ * where it finished, the new communicator is revoked soon after (the
+ * others tell them), so it can be freed and nothing waits in it for a
+ * member that does not have it (docs/fault-tolerance.md). */
 weft_status_t weft_comm_dup(weft_comm_t comm, weft_comm_t* out);
 /* Collective over comm: one communicator per colour, ordered by (key, rank).
  * colour WEFT_UNDEFINED sets *out = NULL. Colours must be >= 0 otherwise. */
