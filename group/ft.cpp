@@ -52,6 +52,7 @@ Ft::~Ft() {
     eng_.registry().set_release_hook(nullptr, nullptr);
     eng_.registry().set_create_hook(nullptr, nullptr);
     eng_.registry().set_split_failed_hook(nullptr, nullptr);
+    eng_.registry().set_creation_failed_hook(nullptr, nullptr);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry().erase(&eng_);
 }
@@ -64,6 +65,7 @@ Status Ft::init() {
     eng_.registry().set_release_hook(on_release, this);
     eng_.registry().set_create_hook(on_create, this);
     eng_.registry().set_split_failed_hook(on_split_failed, this);
+    eng_.registry().set_creation_failed_hook(on_creation_failed, this);
     std::lock_guard<std::mutex> g(registry_mutex());
     registry()[&eng_] = this;
     return WEFT_OK;
@@ -95,6 +97,17 @@ void Ft::on_split_failed(void* arg, const Comm& parent, uint64_t seq) {
         if (r != parent.rank)
             self->send(parent.members[r], split_abort, parent.id, seq, AgreeFor::unknown, 0, parent.rank, false,
                        nullptr, nullptr);
+}
+
+void Ft::on_creation_failed(void* arg, const Comm& c) {
+    // Straight to every member, not over the revoke's fingers: members
+    // without the communicator do not relay.
+    auto* self = static_cast<Ft*>(arg);
+    WEFT_LOG(debug, "communicator %llx: its creation failed here; its members revoke it",
+             static_cast<unsigned long long>(c.id));
+    for (uint32_t r = 0; r < c.size; ++r)
+        if (r != c.rank)
+            self->send(c.members[r], revoke_notice, c.id, 0, AgreeFor::unknown, 0, c.rank, false, nullptr, nullptr);
 }
 
 void Ft::on_create(void* arg, Comm& c) {

@@ -159,6 +159,7 @@ private:
     static void on_msg(void* arg, uint32_t source_peer, const void* payload, size_t len);
     static void on_release(void* arg, uint64_t comm_id);
     static void on_split_failed(void* arg, const Comm& parent, uint64_t seq);
+    static void on_creation_failed(void* arg, const Comm& c);
     static uint32_t on_progress(void* arg);
     uint32_t pump();
     void handle(const Msg& m);

@@ -164,6 +164,7 @@ Status Registry::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
 // A communicator whose creation failed after it was made goes as a freed
 // one does (its requests still out release it when they finish).
 void Registry::discard_comm(Comm& c) {
+    if (creation_failed_hook_) creation_failed_hook_(creation_failed_hook_arg_, c);
     c.freeing = true;
     maybe_release_comm(&c);
 }
@@ -402,6 +403,8 @@ bool Registry::creation_advance(Creation& k) {
         const Status st =
             eng_.coll().allgather_start(*k.comm, &k.my_word, sizeof k.my_word, k.words.data(), k.slot_exchange);
         if (st != WEFT_OK) return fail(st);
+        // Tests delay, then kill, a member here: others finish the exchange.
+        WEFT_FAULT_POINT("group.create.slot_exchange");
     }
     if (!k.slot_exchange->done) return false;
     Status st = eng_.p2p().finish(*k.slot_exchange, nullptr);

@@ -107,6 +107,14 @@ public:
         split_failed_hook_ = fn;
         split_failed_hook_arg_ = arg;
     }
+    // Called with a communicator made here whose creation then failed here
+    // (its slot exchange: a member died, a deadline passed) just before it
+    // is discarded: other members may have finished it. group/ft sends its
+    // members a revoke notice, so none waits in it for this member.
+    void set_creation_failed_hook(void (*fn)(void* arg, const Comm& c), void* arg) {
+        creation_failed_hook_ = fn;
+        creation_failed_hook_arg_ = arg;
+    }
     // A member's split `seq` of communicator `parent_id` failed: the
     // communicator this rank made of it (nullptr if none: then a split
     // that finishes here later fails too).
@@ -153,6 +161,8 @@ private:
     void (*create_hook_)(void* arg, Comm& c) = nullptr;
     void* create_hook_arg_ = nullptr;
     void (*split_failed_hook_)(void* arg, const Comm& parent, uint64_t seq) = nullptr;
+    void (*creation_failed_hook_)(void* arg, const Comm& c) = nullptr;
+    void* creation_failed_hook_arg_ = nullptr;
     void* split_failed_hook_arg_ = nullptr;
     // The last splits made here and the failures members told of, by
     // (parent's context ID, split number): a failure names no more than

@@ -1171,6 +1171,37 @@ TEST_F(Ft, SplitWithAMemberDyingLeavesNothingWaiting) {
     EXPECT_EQ(weft_comm_free(&p), WEFT_OK);
 }
 
+// mp.ft.create_death.*: the same for weft_comm_create_from_ranks: rank 3 is
+// delayed, then killed, inside the new communicator's slot exchange
+// (group.create.slot_exchange). Rank 3 starts it first and rank 2 last, so
+// ranks 0 and 2 finish it without rank 3's second step and rank 1 fails it;
+// rank 1's revoke notice reaches 0 and 2 directly.
+TEST_F(Ft, CreateWithAMemberDyingLeavesNothingWaiting) {
+    weft_comm_t p = nullptr, d = nullptr;
+    ASSERT_EQ(weft_comm_dup(w_, &p), WEFT_OK);
+    if (rank != 3) std::this_thread::sleep_for(std::chrono::milliseconds(rank == 2 ? 500 : 300));
+    const uint32_t all[4] = {0, 1, 2, 3};
+    const weft_status_t st = weft_comm_create_from_ranks(p, all, 4, 77, &d);  // rank 3 dies inside
+    EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED || st == WEFT_ERR_REVOKED) << weft_strerror(st);
+    int all_made = st == WEFT_OK ? 1 : 0;
+    const weft_status_t ast = weft_comm_agree(w_, &all_made);
+    EXPECT_TRUE(ast == WEFT_OK || ast == WEFT_ERR_PEER_FAILED) << weft_strerror(ast);
+    std::printf("[rank %u] create_from_ranks %s; every survivor made it: %d\n", rank, weft_strerror(st), all_made);
+    if (st == WEFT_OK && !all_made) {
+        int revoked = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!revoked && std::chrono::steady_clock::now() < until) {
+            weft_comm_is_revoked(d, &revoked);
+            if (!revoked) progress_for(0.001);
+        }
+        EXPECT_EQ(revoked, 1) << "a communicator some survivors do not have stayed usable here";
+    }
+    if (d) {
+        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
+    }
+    EXPECT_EQ(weft_comm_free(&p), WEFT_OK);
+}
+
 // ------------------------------------------------------------ bad input, cost
 TEST_F(Ft, BadInputGetsClearStatuses) {
     uint32_t n = 0, nn = 0;
