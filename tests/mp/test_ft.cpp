@@ -109,6 +109,35 @@ protected:
         EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED) << "closing agreement: " << weft_strerror(st);
     }
     testing::ScopedTrace trace_{__FILE__, __LINE__, "rank " + std::to_string(rank) + " of " + std::to_string(size)};
+    // Whether c reads as revoked here within `seconds` (progressing).
+    static bool revoked_within(weft_comm_t c, double seconds) {
+        int revoked = 0;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        while (!revoked && std::chrono::steady_clock::now() < until) {
+            weft_comm_is_revoked(c, &revoked);
+            if (!revoked) progress_for(0.001);
+        }
+        return revoked == 1;
+    }
+    // After a creation (status st, communicator d) that a member died in:
+    // whether every survivor made it is agreed (the world has a dead
+    // member), and where it was made but not everywhere it must be revoked.
+    void expect_revoked_unless_every_survivor_made(weft_status_t st, weft_comm_t d, const char* what) {
+        EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED || st == WEFT_ERR_REVOKED) << weft_strerror(st);
+        int all_made = st == WEFT_OK ? 1 : 0;
+        const weft_status_t ast = weft_comm_agree(w_, &all_made);
+        EXPECT_TRUE(ast == WEFT_OK || ast == WEFT_ERR_PEER_FAILED) << weft_strerror(ast);
+        std::printf("[rank %u] %s %s; every survivor made it: %d\n", rank, what, weft_strerror(st), all_made);
+        if (st == WEFT_OK && !all_made) {
+            EXPECT_TRUE(revoked_within(d, 20)) << "a communicator some survivors do not have stayed usable here";
+        }
+    }
+    static void free_both(weft_comm_t& parent, weft_comm_t& child) {
+        if (child) {
+            EXPECT_EQ(weft_comm_free(&child), WEFT_OK);
+        }
+        EXPECT_EQ(weft_comm_free(&parent), WEFT_OK);
+    }
     weft_comm_t w_ = world();
     bool fenced_ = false;  // this rank was declared failed (stopped too long)
 };
@@ -1115,19 +1144,10 @@ TEST_F(Ft, SplitRevokedWhileRunningLeavesNothingWaiting) {
                 static_cast<unsigned long long>(everywhere), size);
     if (st == WEFT_OK && everywhere < size) {
         // Made here, not everywhere: revoked by the members that failed it.
-        int revoked = 0;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!revoked && std::chrono::steady_clock::now() < until) {
-            weft_comm_is_revoked(d, &revoked);
-            if (!revoked) progress_for(0.001);
-        }
-        EXPECT_EQ(revoked, 1) << "a communicator made at " << everywhere << " of " << size
-                              << " members stayed usable here";
+        EXPECT_TRUE(revoked_within(d, 20))
+            << "a communicator made at " << everywhere << " of " << size << " members stayed usable here";
     }
-    if (d) {
-        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
-    }
-    EXPECT_EQ(weft_comm_free(&p), WEFT_OK);
+    free_both(p, d);
     // Nothing waits for the members without it: a drain converges.
     barrier();
     weft_drain_result_t res{};
@@ -1149,26 +1169,8 @@ TEST_F(Ft, SplitWithAMemberDyingLeavesNothingWaiting) {
     ASSERT_EQ(weft_comm_dup(w_, &p), WEFT_OK);
     if (rank != 3) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const weft_status_t st = weft_comm_dup(p, &d);  // rank 3 dies inside
-    EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED || st == WEFT_ERR_REVOKED) << weft_strerror(st);
-    // Whether every survivor made it: an agreement, as the world has a
-    // dead member now.
-    int all_made = st == WEFT_OK ? 1 : 0;
-    const weft_status_t ast = weft_comm_agree(w_, &all_made);
-    EXPECT_TRUE(ast == WEFT_OK || ast == WEFT_ERR_PEER_FAILED) << weft_strerror(ast);
-    std::printf("[rank %u] dup %s; every survivor made it: %d\n", rank, weft_strerror(st), all_made);
-    if (st == WEFT_OK && !all_made) {
-        int revoked = 0;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!revoked && std::chrono::steady_clock::now() < until) {
-            weft_comm_is_revoked(d, &revoked);
-            if (!revoked) progress_for(0.001);
-        }
-        EXPECT_EQ(revoked, 1) << "a communicator some survivors do not have stayed usable here";
-    }
-    if (d) {
-        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
-    }
-    EXPECT_EQ(weft_comm_free(&p), WEFT_OK);
+    expect_revoked_unless_every_survivor_made(st, d, "dup");
+    free_both(p, d);
 }
 
 // mp.ft.create_death.*: the same for weft_comm_create_from_ranks: rank 3 is
@@ -1182,24 +1184,8 @@ TEST_F(Ft, CreateWithAMemberDyingLeavesNothingWaiting) {
     if (rank != 3) std::this_thread::sleep_for(std::chrono::milliseconds(rank == 2 ? 500 : 300));
     const uint32_t all[4] = {0, 1, 2, 3};
     const weft_status_t st = weft_comm_create_from_ranks(p, all, 4, 77, &d);  // rank 3 dies inside
-    EXPECT_TRUE(st == WEFT_OK || st == WEFT_ERR_PEER_FAILED || st == WEFT_ERR_REVOKED) << weft_strerror(st);
-    int all_made = st == WEFT_OK ? 1 : 0;
-    const weft_status_t ast = weft_comm_agree(w_, &all_made);
-    EXPECT_TRUE(ast == WEFT_OK || ast == WEFT_ERR_PEER_FAILED) << weft_strerror(ast);
-    std::printf("[rank %u] create_from_ranks %s; every survivor made it: %d\n", rank, weft_strerror(st), all_made);
-    if (st == WEFT_OK && !all_made) {
-        int revoked = 0;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!revoked && std::chrono::steady_clock::now() < until) {
-            weft_comm_is_revoked(d, &revoked);
-            if (!revoked) progress_for(0.001);
-        }
-        EXPECT_EQ(revoked, 1) << "a communicator some survivors do not have stayed usable here";
-    }
-    if (d) {
-        EXPECT_EQ(weft_comm_free(&d), WEFT_OK);
-    }
-    EXPECT_EQ(weft_comm_free(&p), WEFT_OK);
+    expect_revoked_unless_every_survivor_made(st, d, "create_from_ranks");
+    free_both(p, d);
 }
 
 // ------------------------------------------------------------ bad input, cost
