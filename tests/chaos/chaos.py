@@ -317,6 +317,11 @@ def check(p, rc, d, out_text, job_timeout):
                 open_steps = []
             elif t == "S" and (kv.get("e"), kv.get("r")) in ended:
                 open_steps.append((kv["e"], kv["r"], kv["s"]))
+            elif t == "P" and kv.get("id", "").count(".") == 5:
+                # A step's messages may come before its S line (seed 1093).
+                e, r, st = kv["id"].split(".")[:3]
+                if (e, r) in ended:
+                    open_steps.append((e, r, st))
         late_steps[rank] = set(open_steps)
     for rank in range(n):
         for t, kv, _ in logs[rank]:
