@@ -267,7 +267,14 @@ bool SimulatedHosts::enter(uint32_t h) const {
 }
 
 bool SimulatedHosts::set_link(uint32_t h, bool up) {
-    return ip(switch_, {"link", "set", "h" + std::to_string(h), up ? "up" : "down"});
+    if (!ip(switch_, {"link", "set", "h" + std::to_string(h), up ? "up" : "down"})) return false;
+    // A veth's far end follows at once when it goes down, and once the
+    // kernel says so when it comes up (see create()).
+    for (int waited_ms = 0; link_running(hosts_[h].holder, "eth0") != up; waited_ms += 10) {
+        if (waited_ms >= 10000) return false;
+        usleep(10000);
+    }
+    return true;
 }
 
 }  // namespace weft::run

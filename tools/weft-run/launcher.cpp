@@ -752,9 +752,15 @@ void Launcher::fire(const Timer& t) {
         case Timer::link_down:
         case Timer::link_up: {
             const bool up = t.kind == Timer::link_up;
-            std::fprintf(stderr, "weft-run: fault: host %u's link %s\n", t.target, up ? "up again" : "cut");
-            if (!hosts_.set_link(t.target, up))
-                std::fprintf(stderr, "weft-run: could not set host %u's link %s\n", t.target, up ? "up" : "down");
+            // The time it took is printed: the kernel serialises link
+            // changes behind other network-namespace work (rtnl), so a cut
+            // can take effect late on a busy machine.
+            const double begun = now_s();
+            const bool ok = hosts_.set_link(t.target, up);
+            std::fprintf(stderr,
+                         "weft-run: fault: host %u's link %s (%.0f ms after its time, the change took %.0f ms)\n",
+                         t.target, up ? "up again" : "cut", (begun - t.at) * 1e3, (now_s() - begun) * 1e3);
+            if (!ok) std::fprintf(stderr, "weft-run: could not set host %u's link %s\n", t.target, up ? "up" : "down");
             break;
         }
     }
