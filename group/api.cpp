@@ -397,30 +397,29 @@ Status check_requests(size_t n, weft_request_t* reqs, const char* fn) {
     return WEFT_OK;
 }
 
-// Runs body(engine, request) under the lock for a live *req; an inactive
-// (NULL) request gets an empty status and body is not called.
+// Runs body(engine, request) under the lock for a live *req and routes a
+// failure to the error handler of the request's communicator (after the
+// lock: a handler may call weft); an inactive (NULL) request gets an empty
+// status and body is not called. The handle is resolved once, and the
+// owner taken before body, which may finish (recycle) the request.
 template <typename F>
 Status on_request(weft_request_t* req, weft_msg_status_t* status, const char* fn, F&& body) {
     if (!req) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: req is NULL", fn);
-    Status st = check_requests(1, req, fn);
-    if (st != WEFT_OK) return st;
     Request* r = req_of(*req);
     if (!r) {
         empty_status(status);
         return WEFT_OK;
     }
-    Engine& eng = *r->comm->engine;
-    ApiLock lock(eng);
-    return guarded([&]() -> Status { return body(eng, r); });
-}
-
-// The handle of the communicator a live request belongs to (its failures go
-// to that communicator's error handler), or null.
-weft_comm_t owner_of(const weft_request_t* req) {
-    if (!req || !*req) return nullptr;
-    const Request* r = req_of(*req);
-    if (r->magic != Request::live_magic || !r->comm) return nullptr;
-    return r->comm->handle ? weft::group::comm_handle(*r->comm->handle) : nullptr;
+    if (r->magic != Request::live_magic || !r->user)
+        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the request is not a live request", fn);
+    const weft_comm_t owner = r->comm->handle ? weft::group::comm_handle(*r->comm->handle) : nullptr;
+    Status st;
+    {
+        Engine& eng = *r->comm->engine;
+        ApiLock lock(eng);
+        st = guarded([&]() -> Status { return body(eng, r); });
+    }
+    return weft::group::route_error(owner, st, fn);
 }
 
 // Finishes the first completed request of reqs (its status in `done`).
@@ -845,44 +844,29 @@ weft_status_t weft_probe(weft_comm_t comm, int32_t source, int32_t tag, weft_msg
 weft_status_t weft_request_test(weft_request_t* req, int* flag, weft_msg_status_t* status) {
     if (Status st = weft::api::not_null(flag, "flag", __func__)) return st;
     *flag = 1;  // an inactive request is complete
-    const weft_comm_t owner = owner_of(req);
-    return weft::group::route_error(
-        owner,
-        on_request(
-            req, status, __func__,
-            [&](Engine& eng, Request* r) -> Status {
-                if (!r->done) eng.poll();
-                *flag = r->done ? 1 : 0;
-                if (!r->done && any_source_pending(eng, *r))
-                    return WEFT_FAIL(
-                        WEFT_ERR_PEER_FAILED_PENDING,
-                        "weft_request_test: any-source receive pending on an unrecognised failure (request kept)");
-                if (!r->done) return WEFT_OK;
-                *req = nullptr;
-                return eng.p2p().finish(*r, status);
-            }),
-        __func__);
+    return on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
+        if (!r->done) eng.poll();
+        *flag = r->done ? 1 : 0;
+        if (!r->done && any_source_pending(eng, *r))
+            return WEFT_FAIL(WEFT_ERR_PEER_FAILED_PENDING,
+                             "weft_request_test: any-source receive pending on an unrecognised failure (request kept)");
+        if (!r->done) return WEFT_OK;
+        *req = nullptr;
+        return eng.p2p().finish(*r, status);
+    });
 }
 
 weft_status_t weft_request_wait(weft_request_t* req, weft_msg_status_t* status) {
-    const weft_comm_t owner = owner_of(req);
-    return weft::group::route_error(
-        owner,
-        on_request(
-            req, status, __func__,
-            [&](Engine& eng, Request* r) -> Status {
-                Status s = wait_receive(eng, *r, eng.rt().op_deadline());
-                if (s == WEFT_ERR_PEER_FAILED_PENDING)
-                    return WEFT_FAIL(
-                        s,
-                        "weft_request_wait: any-source receive pending on an unrecognised failure (request kept; "
-                        "recognise it, then wait again)");
-                if (s != WEFT_OK)
-                    return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
-                *req = nullptr;
-                return eng.p2p().finish(*r, status);
-            }),
-        __func__);
+    return on_request(req, status, __func__, [&](Engine& eng, Request* r) -> Status {
+        Status s = wait_receive(eng, *r, eng.rt().op_deadline());
+        if (s == WEFT_ERR_PEER_FAILED_PENDING)
+            return WEFT_FAIL(s,
+                             "weft_request_wait: any-source receive pending on an unrecognised failure (request kept; "
+                             "recognise it, then wait again)");
+        if (s != WEFT_OK) return WEFT_FAIL(s, "weft_request_wait: not complete within the deadline (request kept)");
+        *req = nullptr;
+        return eng.p2p().finish(*r, status);
+    });
 }
 
 weft_status_t weft_request_waitall(size_t n, weft_request_t* reqs, weft_msg_status_t* statuses) {
