@@ -491,10 +491,11 @@ Status Ckpt::restart_from(weft_context_t ctx, const std::string& dir, weft_resta
         // The saved requests' buffers must have places too, and the
         // runtime must hold no state of its own to mix with them.
         group::SnapshotCounts counts;
+        group::Snapshot saved_state;  // parsed once: verified here, replayed in step 4
         if (st == WEFT_OK && verdict == valid && snapshot) {
             RuntimeLock lock(rt_);
-            const Status cs =
-                group::check_snapshot(rt_, snapshot->data, snapshot->len, region_map(), image_name.c_str(), counts);
+            const Status cs = group::check_snapshot(rt_, snapshot->data, snapshot->len, region_map(),
+                                                    image_name.c_str(), saved_state, counts);
             if (cs == WEFT_ERR_INVALID_ARG)
                 verdict = region_mismatch;
             else if (cs == WEFT_ERR_BUSY)
@@ -538,7 +539,7 @@ Status Ckpt::restart_from(weft_context_t ctx, const std::string& dir, weft_resta
         uint64_t replayed = WEFT_OK;
         if (snapshot) {
             RuntimeLock lock(rt_);
-            replayed = group::restore_snapshot(rt_, snapshot->data, snapshot->len, region_map());
+            replayed = group::restore_snapshot(rt_, saved_state, region_map());
         }
         if (Status ast = w.max(replayed)) return ast;
         info.replay_ns = now_ns() - t_replay;

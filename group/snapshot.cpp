@@ -176,11 +176,10 @@ Status save_snapshot(Runtime& rt, const RegionMap& regions, std::vector<uint8_t>
 }
 
 Status check_snapshot(Runtime& rt, const uint8_t* data, size_t len, const RegionMap& regions, const char* what,
-                      SnapshotCounts& counts) {
+                      Snapshot& p, SnapshotCounts& counts) {
     counts = SnapshotCounts{};
     Engine* e = engine_of(rt);
     if (!e) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: restart: this context has no communicators", what);
-    Snapshot p;
     if (Status st = parse_snapshot(data, len, e->world().size, what, p)) return st;
     const Comm& world = e->world();
     const uint64_t world_handle = world.handle->value.load(std::memory_order_relaxed);
@@ -243,12 +242,10 @@ Status check_snapshot(Runtime& rt, const uint8_t* data, size_t len, const Region
     return WEFT_OK;
 }
 
-Status restore_snapshot(Runtime& rt, const uint8_t* data, size_t len, const RegionMap& regions) {
+Status restore_snapshot(Runtime& rt, Snapshot& p, const RegionMap& regions) {
     Engine* e = engine_of(rt);
     if (!e) return WEFT_ERR_NOT_INITIALIZED;
     Comm& world = e->world();
-    Snapshot p;
-    if (Status st = parse_snapshot(data, len, world.size, "restart", p)) return st;
     if (ProcessGroups* pg = ProcessGroups::of(rt)) {
         std::vector<PGroup> groups;
         for (SavedGroup& sg : p.groups) {

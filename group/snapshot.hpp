@@ -41,6 +41,7 @@
 // The bytes and their verifying parser: snapshot_format.hpp.
 #pragma once
 
+#include "group/snapshot_format.hpp"
 #include "transport/runtime.hpp"
 
 #include <cstdint>
@@ -75,11 +76,13 @@ Status save_snapshot(Runtime& rt, const RegionMap& regions, std::vector<uint8_t>
 // Restart's verify step: CORRUPT for malformed bytes (what: the file, for
 // the log), INVALID_ARG for a posted receive whose region is not
 // registered here or is too small, BUSY when this rank already holds
-// state (a restart puts the saved state into a fresh runtime only).
+// state (a restart puts the saved state into a fresh runtime only). On
+// success `parsed` holds the decoded state, for restore_snapshot: its
+// messages point into `data`, which must stay mapped until then.
 Status check_snapshot(Runtime& rt, const uint8_t* data, size_t len, const RegionMap& regions, const char* what,
-                      SnapshotCounts& counts);
+                      Snapshot& parsed, SnapshotCounts& counts);
 // After check_snapshot passed on every rank: re-creates the requests and
-// the queues.
-Status restore_snapshot(Runtime& rt, const uint8_t* data, size_t len, const RegionMap& regions);
+// the queues from what it parsed (consumed).
+Status restore_snapshot(Runtime& rt, Snapshot& parsed, const RegionMap& regions);
 
 }  // namespace weft::group
