@@ -85,6 +85,8 @@ Status check_root(const Comm& c, uint32_t root, const char* fn) {
 // The request a handle names; Engine::invalid_request (never live) for a
 // handle that names none.
 inline Request* req_of(weft_request_t r) { return Engine::request_of(r); }
+// A request the program holds (not freed, not one of weft's own).
+inline bool held_by_program(const Request& r) { return r.magic == Request::live_magic && r.user; }
 
 void empty_status(weft_msg_status_t* st) {
     if (st) *st = weft_msg_status_t{WEFT_ANY_SOURCE, WEFT_ANY_TAG, 0, WEFT_OK, 0};
@@ -391,7 +393,7 @@ Status check_requests(size_t n, weft_request_t* reqs, const char* fn) {
     if (n && !reqs) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: reqs is NULL", fn);
     for (size_t i = 0; i < n; ++i) {
         Request* r = req_of(reqs[i]);
-        if (r && (r->magic != Request::live_magic || !r->user))
+        if (r && !held_by_program(*r))
             return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: request %zu is not a live request", fn, i);
     }
     return WEFT_OK;
@@ -410,8 +412,7 @@ Status on_request(weft_request_t* req, weft_msg_status_t* status, const char* fn
         empty_status(status);
         return WEFT_OK;
     }
-    if (r->magic != Request::live_magic || !r->user)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the request is not a live request", fn);
+    if (!held_by_program(*r)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: the request is not a live request", fn);
     const weft_comm_t owner = r->comm->handle ? weft::group::comm_handle(*r->comm->handle) : nullptr;
     Status st;
     {
@@ -968,8 +969,7 @@ weft_status_t weft_request_waitany(size_t n, weft_request_t* reqs, size_t* index
 
 weft_status_t weft_request_cancel(weft_request_t req) {
     Request* r = req_of(req);
-    if (!r || r->magic != Request::live_magic || !r->user)
-        return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_request_cancel: not a live request");
+    if (!r || !held_by_program(*r)) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_request_cancel: not a live request");
     Engine& eng = *r->comm->engine;
     ApiLock lock(eng);
     return guarded([&]() -> Status { return eng.p2p().cancel(*r); });

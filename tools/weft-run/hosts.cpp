@@ -206,17 +206,18 @@ bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_
     // A veth carries traffic once both ends are up and the kernel says so
     // (IFF_RUNNING), which may lag under load; UCX opens tcp only on running
     // interfaces, so a rank started before would find no route off its host.
-    const uint64_t deadline_ms = 10000;
-    for (uint32_t h = 0; h < k; ++h) {
-        uint64_t waited = 0;
-        while (!link_running(hosts_[h].holder, "eth0")) {
-            if (waited >= deadline_ms) {
-                error = "host " + std::to_string(h) + "'s link did not come up within 10 s";
-                return false;
-            }
-            usleep(10000);
-            waited += 10;
+    for (uint32_t h = 0; h < k; ++h)
+        if (!await_link(h, true)) {
+            error = "host " + std::to_string(h) + "'s link did not come up within 10 s";
+            return false;
         }
+    return true;
+}
+
+bool SimulatedHosts::await_link(uint32_t h, bool running) {
+    for (int waited_ms = 0; link_running(hosts_[h].holder, "eth0") != running; waited_ms += 10) {
+        if (waited_ms >= 10000) return false;
+        usleep(10000);
     }
     return true;
 }
@@ -267,14 +268,9 @@ bool SimulatedHosts::enter(uint32_t h) const {
 }
 
 bool SimulatedHosts::set_link(uint32_t h, bool up) {
-    if (!ip(switch_, {"link", "set", "h" + std::to_string(h), up ? "up" : "down"})) return false;
     // A veth's far end follows at once when it goes down, and once the
     // kernel says so when it comes up (see create()).
-    for (int waited_ms = 0; link_running(hosts_[h].holder, "eth0") != up; waited_ms += 10) {
-        if (waited_ms >= 10000) return false;
-        usleep(10000);
-    }
-    return true;
+    return ip(switch_, {"link", "set", "h" + std::to_string(h), up ? "up" : "down"}) && await_link(h, up);
 }
 
 }  // namespace weft::run

@@ -76,6 +76,9 @@ private:
     static bool ip(pid_t ns_pid, const std::vector<std::string>& args);
     // True if interface `dev` of ns_pid's network namespace is running.
     static bool link_running(pid_t ns_pid, const char* dev);
+    // Waits (10 s at most) until host h's eth0 is running or not; false
+    // at the deadline.
+    bool await_link(uint32_t h, bool running);
 
     std::vector<Host> hosts_;
     pid_t switch_ = -1;
