@@ -4,6 +4,7 @@
 
 #include "group/schedule.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -37,7 +38,21 @@ Request* Engine::request_of(weft_request_t handle) {
     return r ? r : &invalid_request;
 }
 
-void Engine::shutdown() { p2p_.shutdown(); }
+void Engine::shutdown() {
+    // The frees the program asked for finish first (bounded by the
+    // operation timeout). Their release barriers need this rank's
+    // messages, and after a failure the transport's finalize barrier no
+    // longer holds a rank back (the launcher fails it at once): a rank
+    // leaving with a release barrier still open would leave its peers'
+    // barriers to fail on a rank that only departed.
+    auto freeing = [&] {
+        return std::any_of(registry_.comms().begin(), registry_.comms().end(),
+                           [](const auto& c) { return c->freeing; });
+    };
+    if (freeing() && !progress_until([&] { return !freeing(); }, rt_.op_deadline()))
+        WEFT_LOG(warn, "finalizing: a freed communicator's release barrier did not complete");
+    p2p_.shutdown();
+}
 
 Status Engine::init() {
     // The lowest free slot: a restarted program that makes its contexts

@@ -225,7 +225,10 @@ Status Runtime::finalize() {
     // Peers may still be reading our windows: meet them once, but never wait
     // for a dead one (the launcher fails the exchange when a member died).
     // We keep progressing while we wait (their emulated reads need us).
-    Status st = bootstrap_->barrier(op_deadline());
+    // After a known failure the barrier fails at once (the launcher fails
+    // an exchange a member died in): an expected outcome, not an error.
+    const bool failure_known = failures_declared_.load(std::memory_order_acquire) != 0;
+    Status st = bootstrap_->barrier(op_deadline(), failure_known);
     if (st != WEFT_OK) WEFT_LOG(info, "finalize barrier: %s (continuing)", weft_strerror(st));
     bootstrap_->set_progress(nullptr);
     report_held_at_finalize();

@@ -21,7 +21,16 @@
 //                      the hold overflows: a strict prefix must arrive.
 //   coll               init, three barriers and an allreduce on the world
 //                      communicator, finalize (a clean job: it logs nothing)
+//   free_after_failure the last rank is killed (fault point
+//                      launch_helper.victim); the survivors shrink, free the
+//                      survivors' communicator and finalize, rank 1 half a
+//                      second after the others: finalize must complete the
+//                      free's release barrier before this rank leaves, or
+//                      rank 1's barrier later fails on a rank that departed
+//                      (the launcher no longer holds ranks at the finalize
+//                      barrier once a rank died). Logs nothing.
 #include <weft/comm.h>
+#include <weft/ft.h>
 #include <weft/weft.h>
 
 #include "transport/bootstrap/wire.hpp"
@@ -267,6 +276,28 @@ int main(int argc, char** argv) {
         }
         std::printf("job %u rank %u: ok\n", job, rank_);
         CHECK(weft_bootstrap_barrier(ctx));
+        CHECK(weft_finalize(ctx));
+        return 0;
+    }
+    if (mode == "free_after_failure") {
+        init();
+        weft_comm_t world = nullptr, survivors = nullptr;
+        CHECK(weft_comm_world(ctx, &world));
+        CHECK(weft_barrier(world));
+        const uint32_t victim = size_ - 1;
+        if (rank_ == victim) {
+            weft_fault_point("launch_helper.victim");
+            return 41;  // not killed: run under --fault kill:rank=LAST:at=launch_helper.victim
+        }
+        int failed = 0;
+        for (int i = 0; i < 30000 && !failed; ++i) {
+            weft_wait(ctx, 1000000);
+            CHECK(weft_peer_failed(ctx, victim, &failed));
+        }
+        if (!failed) return 42;
+        CHECK(weft_comm_shrink(world, &survivors));
+        if (rank_ == 1) usleep(500000);  // the others are in finalize by now
+        CHECK(weft_comm_free(&survivors));
         CHECK(weft_finalize(ctx));
         return 0;
     }

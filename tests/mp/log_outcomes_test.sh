@@ -5,7 +5,9 @@
 #     hundreds of returns) print no ERROR line at the default level, and do
 #     print their lines at WEFT_LOG=debug;
 #   - a rank that finalized and exited 0 before a peer's bootstrap exchange
-#     is named as a departure (at debug), never as a death.
+#     is named as a departure (at debug), never as a death;
+#   - after a failure, survivors that free a communicator and finalize at
+#     different times print nothing (finalize completes the free first).
 set -u
 run=$1
 prog=$2
@@ -38,6 +40,14 @@ check "a departure prints no ERROR line" 0 "$(grep -c ' ERROR ' "$err")"
 WEFT_LOG=debug timeout 60 "$run" --timeout 30 -n 2 "$helper" depart 2>"$err"
 check "a departure is named at debug" 1 \
     "$(grep -q ' DEBUG .*job 0 rank 1 finalized and exited (status 0)' "$err" && echo 1 || echo 0)"
+
+# After a failure: a communicator freed by every survivor, one of them late.
+# The others' finalize completes the free's release barrier first, so the
+# late one's barrier never fails on a rank that left (an ERROR line each).
+timeout 60 "$run" --timeout 30 --transport shm --keep-survivors --fault kill:rank=3:at=launch_helper.victim \
+    -n 4 "$helper" free_after_failure 2>"$err"
+check "survivors free a communicator and finalize" 0 $?
+check "a late free after a failure prints no ERROR or WARN line" 0 "$(grep -c ' ERROR \| WARN ' "$err")"
 [ $fail = 0 ] || cat "$err" | tail -20
 
 if [ $fail = 0 ]; then echo "log outcome tests: all passed"; fi

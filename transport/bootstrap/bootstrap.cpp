@@ -141,7 +141,9 @@ public:
                 wire::ErrorMsg e;
                 if (wire::decode_error(payload, e) != WEFT_OK)
                     return WEFT_FAIL(WEFT_ERR_PROTOCOL, "corrupted error frame from launcher");
-                if (e.departed) {  // a member finalized and left: expected at finalize, not a failure
+                // A member finalized and left (expected at finalize, not a
+                // failure), or died where the caller expects it may have.
+                if (e.departed || loss_expected_) {
                     WEFT_LOG(debug, "bootstrap exchange %u not completed: %s", seq, e.text.c_str());
                     return e.status;
                 }

@@ -55,9 +55,15 @@ public:
     // runtime once its backend exists.
     void set_progress(std::function<void()> progress) { progress_ = std::move(progress); }
 
-    Status barrier(Deadline deadline) {
+    // loss_expected: the caller knows a member may be dead (finalize after
+    // a failure) and logs the outcome itself; the bootstrap then names the
+    // dead member at debug instead of as an error.
+    Status barrier(Deadline deadline, bool loss_expected = false) {
         std::vector<std::vector<uint8_t>> none;
-        return exchange(wire::Scope::job, {}, none, deadline);
+        loss_expected_ = loss_expected;
+        const Status st = exchange(wire::Scope::job, {}, none, deadline);
+        loss_expected_ = false;
+        return st;
     }
 
 protected:
@@ -65,6 +71,7 @@ protected:
         if (progress_) progress_();
     }
     std::function<void()> progress_;
+    bool loss_expected_ = false;  // see barrier()
     uint32_t job_ = 0;
     uint32_t rank_ = 0;
     std::vector<uint32_t> job_sizes_{1};
