@@ -75,6 +75,8 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     st = choose_backend();
     if (st != WEFT_OK) return st;
     bootstrap_->set_progress([this] { progress(); });
+    // Own job's ranks are peers 0 .. size-1.
+    bootstrap_->set_known_dead([this](uint32_t r) { return r < size_ && peer_failed(r); });
     st = create_state_window();
     if (st != WEFT_OK) return st;
 

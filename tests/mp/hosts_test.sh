@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hosts_test.sh WEFT_RUN [weft-run options...] -n N PROG — runs a test under
 # weft-run --hosts (simulated hosts: network, PID, mount, UTS and IPC
-# namespaces; tools/weft-run/hosts.hpp). They need root and iproute2: where
+# namespaces; tools/hosts/hosts.hpp). They need root and iproute2: where
 # they cannot be made, the test is skipped (77) with the reason, or fails
 # under CI=true, where the lane must run.
 set -uo pipefail

@@ -1,5 +1,5 @@
 // test_hosts.cpp — a job across simulated hosts (weft-run --hosts K,
-// tools/weft-run/hosts.hpp): each host has its own network, PID and mount
+// tools/hosts/hosts.hpp): each host has its own network, PID and mount
 // namespaces, so ranks on different hosts share no memory and cannot see
 // each other's processes, as on a cluster.
 //

@@ -13,7 +13,7 @@
 // namespaces; signals go to the rank, its exit is read from the waiter.
 #include "tools/weft-run/launcher.hpp"
 
-#include "tools/weft-run/hosts.hpp"
+#include "tools/hosts/hosts.hpp"
 
 #include "transport/bootstrap/wire.hpp"
 
@@ -203,29 +203,9 @@ bool Launcher::setup_hosts() {
     // What the launch names under /tmp stays visible on every host: the
     // working directory, the programs and the arguments that are paths
     // there (an output directory), by their top-level entry.
-    std::vector<std::string> keep;
-    auto keep_path = [&](std::string path) {
-        if (path.empty()) return;
-        if (path[0] != '/') {
-            char cwd[4096];
-            if (!getcwd(cwd, sizeof cwd)) return;
-            path = std::string(cwd) + "/" + path;
-        }
-        if (path.rfind("/tmp/", 0) != 0) return;
-        const std::string top =
-            path.substr(5, path.find('/', 5) == std::string::npos ? std::string::npos : path.find('/', 5) - 5);
-        if (!top.empty() && std::find(keep.begin(), keep.end(), top) == keep.end()) keep.push_back(top);
-    };
-    char cwd[4096];
-    if (getcwd(cwd, sizeof cwd)) keep_path(cwd);
-    for (const auto& job : opt_.jobs)
-        for (const auto& a : job.argv) {
-            const size_t eq = a.find("=/");  // --out=/tmp/x
-            if (eq != std::string::npos)
-                keep_path(a.substr(eq + 1));
-            else if (a.find('/') != std::string::npos)
-                keep_path(a);
-        }
+    std::vector<std::string> args;
+    for (const auto& job : opt_.jobs) args.insert(args.end(), job.argv.begin(), job.argv.end());
+    const std::vector<std::string> keep = tmp_entries_to_keep(args);
     std::string error;
     if (!hosts_.create(opt_.hosts, keep, error)) {
         std::fprintf(stderr, "weft-run: --hosts %u: %s\n", opt_.hosts, error.c_str());

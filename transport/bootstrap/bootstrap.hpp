@@ -54,6 +54,9 @@ public:
     // and that peer may be flushing them before it can join us. Set by the
     // runtime once its backend exists.
     void set_progress(std::function<void()> progress) { progress_ = std::move(progress); }
+    // Whether the transport knows job rank r is dead: an exchange need not
+    // wait for its contribution. Set by the runtime once it tracks failures.
+    void set_known_dead(std::function<bool(uint32_t)> dead) { known_dead_ = std::move(dead); }
 
     // loss_expected: the caller knows a member may be dead (finalize after
     // a failure) and logs the outcome itself; the bootstrap then names the
@@ -70,7 +73,9 @@ protected:
     void progress_while_waiting() {
         if (progress_) progress_();
     }
+    bool known_dead(uint32_t r) const { return known_dead_ && known_dead_(r); }
     std::function<void()> progress_;
+    std::function<bool(uint32_t)> known_dead_;
     bool loss_expected_ = false;  // see barrier()
     uint32_t job_ = 0;
     uint32_t rank_ = 0;

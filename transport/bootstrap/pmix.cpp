@@ -107,13 +107,29 @@ public:
         delete fence;
         if (rc != PMIX_SUCCESS) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Fence: %s", PMIx_Error_string(rc));
         all.assign(size(), {});
+        // A member known to have died did not contribute: a fault-tolerant
+        // launcher (prterun --runtime-options recoverable) completes the
+        // fence without it, and asking the server for its value would wait
+        // for one that never comes. Every other Get is bounded by the
+        // deadline.
+        pmix_info_t bound;
+        int seconds = static_cast<int>(deadline.remaining_ns() / 1000000000ull) + 1;
+        PMIX_INFO_CONSTRUCT(&bound);
+        PMIX_INFO_LOAD(&bound, PMIX_TIMEOUT, &seconds, PMIX_INT);
         for (uint32_t r = 0; r < size(); ++r) {
+            if (known_dead(r)) {
+                if (loss_expected_) {
+                    WEFT_LOG(debug, "PMIx exchange %s: rank %u died before it contributed", key, r);
+                    return WEFT_ERR_PEER_FAILED;
+                }
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "PMIx exchange %s: rank %u died before it contributed", key, r);
+            }
             pmix_proc_t p;
             PMIX_PROC_CONSTRUCT(&p);
             PMIX_LOAD_NSPACE(p.nspace, me_.nspace);
             p.rank = r;
             pmix_value_t* got = nullptr;
-            rc = PMIx_Get(&p, key, nullptr, 0, &got);
+            rc = PMIx_Get(&p, key, &bound, 1, &got);
             if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
                 if (got) PMIX_VALUE_RELEASE(got);
                 return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Get(%s) from rank %u: %s", key, r, PMIx_Error_string(rc));

@@ -1,5 +1,6 @@
-// hosts.hpp — weft-run --hosts K: K simulated hosts on this machine, so a
-// job spans "hosts" that share nothing but a network, as on a cluster.
+// hosts.hpp — K simulated hosts on this machine (weft-run --hosts K, and
+// weft-hosts for other launchers), so a job spans "hosts" that share
+// nothing but a network, as on a cluster.
 //
 // Each host is one holder process, made by clone() with new network, UTS,
 // mount, PID and IPC namespaces (System V shared memory is per IPC
@@ -58,6 +59,14 @@ public:
     // opened by create(); false (errno set) if one fails.
     bool enter(uint32_t h) const;
 
+    // A head: a network namespace on the hosts' network (address
+    // head_address()), with the machine's PID and mount namespaces, for a
+    // launcher that starts daemons on the hosts from outside them
+    // (weft-hosts). False with `error` set.
+    bool add_head(std::string& error);
+    pid_t head() const { return head_; }
+    static std::string head_address() { return "10.213.0.254"; }
+
     // Takes host h's link to the switch down (a cut cable) or up again, and
     // returns once the host's own end shows it (eth0 running or not), so
     // the caller knows when the fault took effect: on a busy machine the
@@ -80,8 +89,19 @@ private:
     // at the deadline.
     bool await_link(uint32_t h, bool running);
 
+    // Joins ns_pid's network namespace to the bridge through the veth
+    // `side` (switch end) / eth0 with `address`.
+    bool wire(pid_t ns_pid, const std::string& side, const std::string& address);
+
     std::vector<Host> hosts_;
     pid_t switch_ = -1;
+    pid_t head_ = -1;
 };
+
+// The top-level entries of /tmp that the paths name (relative ones from
+// the working directory, and "--opt=/tmp/x" forms), plus the working
+// directory's: what must stay visible inside the hosts, whose /tmp is
+// their own (create's keep_in_tmp).
+std::vector<std::string> tmp_entries_to_keep(const std::vector<std::string>& args);
 
 }  // namespace weft::run

@@ -1,6 +1,8 @@
-// hosts.cpp — the simulated hosts of weft-run --hosts (see hosts.hpp).
-#include "tools/weft-run/hosts.hpp"
+// hosts.cpp — the simulated hosts of weft-run --hosts and weft-hosts (see
+// hosts.hpp).
+#include "tools/hosts/hosts.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -193,12 +195,7 @@ bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_
             }
         }
         // One veth: "eth0" in the host, "hH" on the switch's bridge.
-        const std::string side = "h" + std::to_string(h);
-        if (!ip(switch_,
-                {"link", "add", side, "type", "veth", "peer", "name", "eth0", "netns", std::to_string(host.holder)}) ||
-            !ip(switch_, {"link", "set", side, "master", "wbr", "up"}) ||
-            !ip(host.holder, {"addr", "add", address(h) + "/24", "dev", "eth0"}) ||
-            !ip(host.holder, {"link", "set", "eth0", "up"})) {
+        if (!wire(host.holder, "h" + std::to_string(h), address(h))) {
             error = "cannot wire host " + std::to_string(h) + " to the switch";
             return false;
         }
@@ -211,6 +208,33 @@ bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_
             error = "host " + std::to_string(h) + "'s link did not come up within 10 s";
             return false;
         }
+    return true;
+}
+
+bool SimulatedHosts::wire(pid_t ns_pid, const std::string& side, const std::string& address) {
+    return ip(switch_,
+              {"link", "add", side, "type", "veth", "peer", "name", "eth0", "netns", std::to_string(ns_pid)}) &&
+           ip(switch_, {"link", "set", side, "master", "wbr", "up"}) &&
+           ip(ns_pid, {"addr", "add", address + "/24", "dev", "eth0"}) && ip(ns_pid, {"link", "set", "eth0", "up"});
+}
+
+bool SimulatedHosts::add_head(std::string& error) {
+    head_ = spawn_holder(CLONE_NEWNET, "", {});
+    if (head_ < 0) {
+        error = std::string("cannot create the head's network namespace: ") + std::strerror(errno);
+        return false;
+    }
+    if (!wire(head_, "head", head_address())) {
+        error = "cannot wire the head to the switch";
+        return false;
+    }
+    for (int waited_ms = 0; !link_running(head_, "eth0"); waited_ms += 10) {
+        if (waited_ms >= 10000) {
+            error = "the head's link did not come up within 10 s";
+            return false;
+        }
+        usleep(10000);
+    }
     return true;
 }
 
@@ -231,14 +255,19 @@ SimulatedHosts::~SimulatedHosts() {
             waitpid(h.holder, nullptr, 0);
         }
     }
-    if (switch_ > 0) {
-        kill(switch_, SIGKILL);
-        waitpid(switch_, nullptr, 0);
-    }
+    for (pid_t p : {head_, switch_})
+        if (p > 0) {
+            kill(p, SIGKILL);
+            waitpid(p, nullptr, 0);
+        }
 }
 
 bool SimulatedHosts::reaped_holder(pid_t pid) {
     if (pid <= 0) return false;
+    if (pid == head_) {
+        head_ = -1;
+        return true;
+    }
     if (pid == switch_) {
         switch_ = -1;
         return true;
@@ -271,6 +300,32 @@ bool SimulatedHosts::set_link(uint32_t h, bool up) {
     // A veth's far end follows at once when it goes down, and once the
     // kernel says so when it comes up (see create()).
     return ip(switch_, {"link", "set", "h" + std::to_string(h), up ? "up" : "down"}) && await_link(h, up);
+}
+
+std::vector<std::string> tmp_entries_to_keep(const std::vector<std::string>& args) {
+    std::vector<std::string> keep;
+    char cwd[4096];
+    const std::string here = getcwd(cwd, sizeof cwd) ? cwd : "";
+    auto keep_path = [&](std::string path) {
+        if (path.empty()) return;
+        if (path[0] != '/') {
+            if (here.empty()) return;
+            path = here + "/" + path;
+        }
+        if (path.rfind("/tmp/", 0) != 0) return;
+        const size_t end = path.find('/', 5);
+        const std::string top = path.substr(5, end == std::string::npos ? std::string::npos : end - 5);
+        if (!top.empty() && std::find(keep.begin(), keep.end(), top) == keep.end()) keep.push_back(top);
+    };
+    keep_path(here);
+    for (const std::string& a : args) {
+        const size_t eq = a.find("=/");  // --out=/tmp/x
+        if (eq != std::string::npos)
+            keep_path(a.substr(eq + 1));
+        else if (a.find('/') != std::string::npos)
+            keep_path(a);
+    }
+    return keep;
 }
 
 }  // namespace weft::run
