@@ -35,8 +35,8 @@ public:
         quoted(text);
         return *this;
     }
-    // A C string, or null for a null pointer.
-    JsonWriter& string_or_null(const char* text) { return text ? string(text) : null(); }
+    // `text` when `present`, else null.
+    JsonWriter& string_if(bool present, std::string_view text) { return present ? string(text) : null(); }
     JsonWriter& boolean(bool b) {
         separate();
         std::fputs(b ? "true" : "false", out_);

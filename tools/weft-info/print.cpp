@@ -50,11 +50,7 @@ void json_caps(JsonWriter& j, const CapsReport& c) {
 void json_topology(JsonWriter& j, const TopologyReport& t) {
     j.begin_object();
     j.key("loaded").boolean(t.loaded);
-    j.key("error");
-    if (t.loaded)
-        j.null();
-    else
-        j.string(t.error);
+    j.key("error").string_if(!t.loaded, t.error);
     j.key("packages").number(t.packages);
     j.key("cores").number(t.cores);
     j.key("pus").number(t.pus);
@@ -89,11 +85,7 @@ void json_verbs_devices(JsonWriter& j, const std::vector<verbs::DeviceReport>& d
     for (const verbs::DeviceReport& d : devices) {
         j.begin_object();
         j.key("name").string(d.name);
-        j.key("error");
-        if (d.error.empty())
-            j.null();
-        else
-            j.string(d.error);
+        j.key("error").string_if(!d.error.empty(), d.error);
         j.key("atomics").string(d.atomics);
         j.key("port_count").number(d.port_count);
         j.key("max_qp_wr").number(d.max_qp_wr);
@@ -120,11 +112,7 @@ void json_verbs_devices(JsonWriter& j, const std::vector<verbs::DeviceReport>& d
             j.end_array();
             j.key("chosen_gid").number(p.chosen_gid);
             j.key("chosen_gid_why").string(p.chosen_why);
-            j.key("rdma_cm_address");
-            if (p.cm_usable)
-                j.string(p.cm_address);
-            else
-                j.null();
+            j.key("rdma_cm_address").string_if(p.cm_usable, p.cm_address);
             j.key("rdma_cm_why").string(p.cm_usable ? "" : p.cm_why);
             j.end_object();
         }
@@ -202,21 +190,13 @@ void print_json(const Report& r, std::FILE* out) {
             json_caps(j, *b.caps);
         else
             j.null();
-        j.key("caps_error");
-        if (b.caps)
-            j.null();
-        else
-            j.string(b.caps_error);
+        j.key("caps_error").string_if(!b.caps, b.caps_error);
         j.end_object();
     }
     j.end_array();
     j.key("auto").begin_object();
     j.key("one_host").string(r.auto_one_host);
-    j.key("several_hosts");
-    if (r.auto_several_hosts)
-        j.string(*r.auto_several_hosts);
-    else
-        j.null();
+    j.key("several_hosts").string_if(r.auto_several_hosts.has_value(), r.auto_several_hosts.value_or(""));
     j.end_object();
     j.key("pmix_bootstrap").boolean(r.pmix_bootstrap);
     j.key("group_ft").boolean(r.group_ft);
@@ -225,11 +205,7 @@ void print_json(const Report& r, std::FILE* out) {
     j.key("verbs").begin_object();
     j.key("built").boolean(r.verbs_built);
     j.key("listed").boolean(r.verbs_listed);
-    j.key("why");
-    if (r.verbs_listed)
-        j.null();
-    else
-        j.string(r.verbs_why);
+    j.key("why").string_if(!r.verbs_listed, r.verbs_why);
     j.key("devices");
 #if WEFT_HAVE_VERBS
     json_verbs_devices(j, r.verbs_devices);
@@ -244,11 +220,7 @@ void print_json(const Report& r, std::FILE* out) {
         j.key("read_in").string(e.read_in);
         j.key("default").string(e.fallback);
         j.key("meaning").string(e.meaning);
-        j.key("value");
-        if (e.value)
-            j.string(*e.value);
-        else
-            j.null();
+        j.key("value").string_if(e.value.has_value(), e.value.value_or(""));
         j.end_object();
     }
     j.end_array();
