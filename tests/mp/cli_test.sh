@@ -43,7 +43,7 @@ for prog in "$@"; do
                        "--hosts 2 --fault kill:host=0:after=1:for=2" \
                        "--checkpoint-on SIGUSR2" "--checkpoint-on SIGKILL --checkpoint-dir d" \
                        "--checkpoint-on USR1 --drain-on USR1 --checkpoint-dir d" "--checkpoint-dir" \
-                       "--checkpoint-dir a --restart b"; do
+                       "--checkpoint-dir a --restart b" "--transport tcp"; do
                 # shellcheck disable=SC2086
                 timeout 20 "$prog" $bad -n 2 true >"$out" 2>"$err"
                 check "weft-run $bad exits 2" 2 $?

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string_view>
 #include <poll.h>
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -257,13 +258,21 @@ void Launcher::spawn(uint32_t index) {
     if (checkpoint_fd_ >= 0) env_strings.push_back("WEFT_CKPT_FD=" + std::to_string(checkpoint_fd_));
     if (!checkpoint_dir_.empty()) env_strings.push_back("WEFT_CKPT_DIR=" + checkpoint_dir_);
     if (opt_.restart) env_strings.push_back("WEFT_CKPT_RESTART=1");
+    // The ranks inherit this environment without what belongs to a launcher
+    // around weft-run itself (its bootstrap, fault points, descriptors,
+    // PMIx) and without every variable set here: getenv takes the first of
+    // two, so an inherited WEFT_TRANSPORT would beat --transport.
+    const auto name_of = [](std::string_view entry) { return entry.substr(0, entry.find('=')); };
+    static constexpr std::string_view launcher_owned[] = {
+        "WEFT_BOOTSTRAP",       "WEFT_SECRET",  "WEFT_FAULT_POINTS", "WEFT_DRAIN_FD",
+        "WEFT_DRAIN_REPORT_FD", "WEFT_CKPT_FD", "WEFT_CKPT_RESTART"};
     std::vector<char*> envp;
     for (char** e = environ; *e; ++e) {
-        if (std::strncmp(*e, "WEFT_BOOTSTRAP=", 15) == 0 || std::strncmp(*e, "WEFT_SECRET=", 12) == 0 ||
-            std::strncmp(*e, "WEFT_FAULT_POINTS=", 18) == 0 || std::strncmp(*e, "PMIX_", 5) == 0 ||
-            std::strncmp(*e, "WEFT_DRAIN_FD=", 14) == 0 || std::strncmp(*e, "WEFT_DRAIN_REPORT_FD=", 21) == 0 ||
-            std::strncmp(*e, "WEFT_CKPT_FD=", 13) == 0 || std::strncmp(*e, "WEFT_CKPT_RESTART=", 18) == 0 ||
-            (!checkpoint_dir_.empty() && std::strncmp(*e, "WEFT_CKPT_DIR=", 14) == 0))
+        const std::string_view name = name_of(*e);
+        const bool set_here =
+            std::ranges::any_of(env_strings, [&](const std::string& mine) { return name_of(mine) == name; });
+        if (set_here || name.starts_with("PMIX_") ||
+            std::ranges::find(launcher_owned, name) != std::end(launcher_owned))
             continue;
         envp.push_back(*e);
     }

@@ -1,5 +1,6 @@
 // options.cpp — weft-run's command line.
 #include "tools/weft-run/launcher.hpp"
+#include "transport/registry.hpp"
 
 #include <csignal>
 #include <cstdio>
@@ -160,6 +161,13 @@ bool parse_options(int argc, char** argv, Options& opt) {
         if (a == "--transport") {
             const char* v = need("--transport");
             if (!v) return false;
+            // The names weft_init takes (transport/registry.hpp), checked
+            // here so that a typo fails before any rank starts.
+            if (std::strcmp(v, "auto") != 0 && !weft::find_backend(v)) {
+                std::fprintf(stderr, "weft-run: --transport %s: not a backend (%s or auto)\n", v,
+                             weft::backend_names().c_str());
+                return false;
+            }
             opt.transport = v;
         } else if (a == "--timeout") {
             const char* v = need("--timeout");

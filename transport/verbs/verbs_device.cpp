@@ -219,64 +219,97 @@ void close_device(Device& d) {
     d.ctx = nullptr;
 }
 
-int describe_devices(FILE* out) {
+bool list_devices(std::vector<DeviceReport>& out, std::string& why) {
+    out.clear();
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
     if (!list) {
-        std::fprintf(out, "  none: ibv_get_device_list: %s%s\n", std::strerror(errno),
-                     errno == ENOSYS ? " (this kernel has no RDMA support; see tests/rxe/run-in-vm.sh)" : "");
-        return 0;
+        why = std::string("ibv_get_device_list: ") + std::strerror(errno);
+        if (errno == ENOSYS) why += " (this kernel has no RDMA support; see tests/rxe/run-in-vm.sh)";
+        return false;
     }
-    if (n == 0) std::fprintf(out, "  no RDMA devices (none in /sys/class/infiniband)\n");
     for (int i = 0; i < n; ++i) {
-        const char* name = ibv_get_device_name(list[i]);
+        DeviceReport& dev = out.emplace_back();
+        dev.name = ibv_get_device_name(list[i]);
         ibv_context* ctx = ibv_open_device(list[i]);
         if (!ctx) {
-            std::fprintf(out, "  %s: cannot open (%s)\n", name, std::strerror(errno));
+            dev.error = std::string("cannot open (") + std::strerror(errno) + ")";
             continue;
         }
         ibv_device_attr da;
         if (ibv_query_device(ctx, &da) != 0) {
-            std::fprintf(out, "  %s: ibv_query_device failed\n", name);
+            dev.error = "ibv_query_device failed";
             ibv_close_device(ctx);
             continue;
         }
-        std::fprintf(out, "  %s: %u port(s), atomics %s, max QP WRs %d, max CQEs %d, max MR %llu bytes\n", name,
-                     da.phys_port_cnt, atomic_cap_name(da.atomic_cap), da.max_qp_wr, da.max_cqe,
-                     static_cast<unsigned long long>(da.max_mr_size));
+        dev.atomics = atomic_cap_name(da.atomic_cap);
+        dev.port_count = da.phys_port_cnt;
+        dev.max_qp_wr = da.max_qp_wr;
+        dev.max_cqe = da.max_cqe;
+        dev.max_mr_size = da.max_mr_size;
         for (uint8_t p = 1; p <= da.phys_port_cnt; ++p) {
             ibv_port_attr pa;
             if (ibv_query_port(ctx, p, &pa) != 0) continue;
-            std::fprintf(out, "    port %u: %s, %s, lid %u, active MTU %d\n", p, ibv_port_state_str(pa.state),
-                         link_layer_name(pa.link_layer), pa.lid, 128 << pa.active_mtu);
-            std::string why;
-            const int pick = choose_gid(ctx, p, pa, why);
+            PortReport& port = dev.ports.emplace_back();
+            port.port = p;
+            port.state = ibv_port_state_str(pa.state);
+            port.link_layer = link_layer_name(pa.link_layer);
+            port.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+            port.lid = pa.lid;
+            port.active_mtu = 128 << pa.active_mtu;
+            port.chosen_gid = choose_gid(ctx, p, pa, port.chosen_why);
             for (int g = 0; g < pa.gid_tbl_len; ++g) {
                 ibv_gid gid;
                 uint32_t type = 0;
-                if (!gid_entry(ctx, p, g, gid, type)) continue;
-                std::fprintf(out, "      gid[%d] %-40s %s%s\n", g, gid_text(gid).c_str(), gid_type_name(type),
-                             g == pick ? "   <- weft's choice" : "");
+                if (gid_entry(ctx, p, g, gid, type)) port.gids.push_back({g, gid_text(gid), gid_type_name(type)});
             }
-            if (pa.link_layer == IBV_LINK_LAYER_ETHERNET && pick >= 0)
-                std::fprintf(out, "      weft uses gid[%d] (%s)\n", pick, why.c_str());
             // Where WEFT_VERBS_CONNECT=rdma_cm would listen.
             Device d;
-            d.name = name;
+            d.name = dev.name;
             d.port = p;
-            d.roce = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-            if (pick >= 0) ibv_query_gid(ctx, p, pick, &d.gid);
+            d.roce = port.roce;
+            if (port.chosen_gid >= 0) ibv_query_gid(ctx, p, port.chosen_gid, &d.gid);
             CmAddress cm;
-            std::string cm_why;
-            if (cm_address_of(d, cm, cm_why))
-                std::fprintf(out, "      rdma_cm address: %s\n", cm_address_text(cm).c_str());
-            else
-                std::fprintf(out, "      rdma_cm: unusable: %s\n", cm_why.c_str());
+            port.cm_usable = cm_address_of(d, cm, port.cm_why);
+            if (port.cm_usable) port.cm_address = cm_address_text(cm);
         }
         ibv_close_device(ctx);
     }
     ibv_free_device_list(list);
-    return n;
+    return true;
+}
+
+int describe_devices(FILE* out) {
+    std::vector<DeviceReport> devices;
+    std::string why;
+    if (!list_devices(devices, why)) {
+        std::fprintf(out, "  none: %s\n", why.c_str());
+        return 0;
+    }
+    if (devices.empty()) std::fprintf(out, "  no RDMA devices (none in /sys/class/infiniband)\n");
+    for (const DeviceReport& dev : devices) {
+        if (!dev.error.empty()) {
+            std::fprintf(out, "  %s: %s\n", dev.name.c_str(), dev.error.c_str());
+            continue;
+        }
+        std::fprintf(out, "  %s: %u port(s), atomics %s, max QP WRs %d, max CQEs %d, max MR %llu bytes\n",
+                     dev.name.c_str(), dev.port_count, dev.atomics, dev.max_qp_wr, dev.max_cqe,
+                     static_cast<unsigned long long>(dev.max_mr_size));
+        for (const PortReport& port : dev.ports) {
+            std::fprintf(out, "    port %u: %s, %s, lid %u, active MTU %d\n", port.port, port.state, port.link_layer,
+                         port.lid, port.active_mtu);
+            for (const GidReport& g : port.gids)
+                std::fprintf(out, "      gid[%d] %-40s %s%s\n", g.index, g.address.c_str(), g.type,
+                             g.index == port.chosen_gid ? "   <- weft's choice" : "");
+            if (port.roce && port.chosen_gid >= 0)
+                std::fprintf(out, "      weft uses gid[%d] (%s)\n", port.chosen_gid, port.chosen_why.c_str());
+            if (port.cm_usable)
+                std::fprintf(out, "      rdma_cm address: %s\n", port.cm_address.c_str());
+            else
+                std::fprintf(out, "      rdma_cm: unusable: %s\n", port.cm_why.c_str());
+        }
+    }
+    return static_cast<int>(devices.size());
 }
 
 }  // namespace weft::verbs

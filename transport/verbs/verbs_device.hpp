@@ -21,6 +21,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace weft::verbs {
 
@@ -48,8 +49,43 @@ void close_device(Device& d);
 // `why` says which kind of entry it is.
 int choose_gid(ibv_context* ctx, uint8_t port, const ibv_port_attr& pa, std::string& why);
 
-// Human-readable summary of every verbs device (weft-info). Returns the
-// number of devices.
+// What weft-info reports of every verbs device: the structured form (its
+// --json) and the text describe_devices prints are both made from it.
+struct GidReport {
+    int index = 0;
+    std::string address;     // IPv6 text; IPv4-mapped for RoCE v2 over IPv4
+    const char* type = "?";  // "IB", "RoCE v1", "RoCE v2"
+};
+struct PortReport {
+    uint8_t port = 1;
+    const char* state = "";
+    const char* link_layer = "";
+    bool roce = false;  // Ethernet link layer: GIDs are addresses
+    uint16_t lid = 0;
+    int active_mtu = 0;           // bytes
+    std::vector<GidReport> gids;  // the entries in use
+    int chosen_gid = -1;          // the index weft would take; -1 if none is usable
+    std::string chosen_why;
+    bool cm_usable = false;  // WEFT_VERBS_CONNECT=rdma_cm could listen here
+    std::string cm_address;  // when usable
+    std::string cm_why;      // when not
+};
+struct DeviceReport {
+    std::string name;
+    std::string error;  // non-empty: the device could not be opened or queried
+    const char* atomics = "";
+    unsigned port_count = 0;  // physical ports; `ports` holds those that answered a query
+    int max_qp_wr = 0;
+    int max_cqe = 0;
+    uint64_t max_mr_size = 0;
+    std::vector<PortReport> ports;
+};
+// Every verbs device with its ports and GIDs. Returns false, with `why`,
+// when the device list itself cannot be had (no RDMA support in the kernel).
+bool list_devices(std::vector<DeviceReport>& out, std::string& why);
+
+// Human-readable summary of every verbs device (weft-info), from
+// list_devices. Returns the number of devices.
 int describe_devices(FILE* out);
 
 const char* atomic_cap_name(ibv_atomic_cap c);
