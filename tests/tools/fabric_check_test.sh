@@ -12,6 +12,8 @@
 #            pair into it named, the survivors' phases still complete
 #   fault    --fault-check, weft-run kills rank RANKS-1 at fabric-check.fault:
 #            every survivor reports its detection; exit 0
+#   perhost  --per-host on two simulated hosts (weft-run --hosts 2): pairs
+#            between the hosts' first ranks only; a corrupted one is named
 set -u
 run=$1 tool=$2 mode=$3 ranks=${4:-4} transport=${5:-shm}
 dir=$(mktemp -d)
@@ -105,6 +107,27 @@ fault)
         "$(grep -c "^fault check: rank $victim killed; detection (ms from the kill's agreement):\( [0-9]*:[0-9.]*\)\{$victim\} (bound 20 s)$" "$out")"
     check "JSON: every survivor reported and detected, verdict pass" 1 \
         "$(json_check "d['fault_check']['victim'] == $victim and len(d['fault_check']['survivors']) == $victim and all(s['reported'] and s['detected'] and 0 <= s['detect_ms'] for s in d['fault_check']['survivors']) and d['verdict'] == 'pass'")"
+    ;;
+perhost)
+    # Two simulated hosts (weft-run --hosts: namespaces, root only; skipped
+    # (77) where they cannot be made, as tests/mp/hosts_test.sh). Their /tmp
+    # is private, so the report goes under the working directory.
+    if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! unshare --net --pid --mount --uts --ipc --fork true 2>/dev/null; then
+        echo "fabric check perhost: skipped: simulated hosts need root, iproute2 and namespaces"
+        exit 77
+    fi
+    json=$(mktemp -p "$PWD" fabric-check-XXXXXX.json)
+    trap 'rm -rf "$dir" "$json"' EXIT
+    launch --hosts 2 -n "$ranks" "$tool" --per-host --json "$json" --quiet
+    check "--per-host on 2 hosts: exit 0" 0 $?
+    check "summary: pairs between ranks 0 and $((ranks / 2))" 1 \
+        "$(grep -c "^pairs: one rank per host, 2 hosts: ranks 0 $((ranks / 2))$" "$out")"
+    check "JSON: 2 pairs between the hosts' first ranks, 2 hosts, verdict pass" 1 \
+        "$(json_check "d['pair_ranks'] == [0, $((ranks / 2))] and len(d['pairs']) == 2 and len(set(d['hosts'])) == 2 and d['verdict'] == 'pass'")"
+    check "JSON: every rank still in the atomics" 1 "$(json_check "len(d['atomics']) == $ranks")"
+    WEFT_FABRIC_CHECK_CORRUPT=$((ranks / 2)):0 launch --hosts 2 -n "$ranks" "$tool" --per-host --json "$json" --quiet
+    check "--per-host, pair $((ranks / 2))->0 corrupted: exit 1" 1 $?
+    check "stderr names pair $((ranks / 2))->0" 1 "$(grep -c "^weft-fabric-check: FAIL pair $((ranks / 2))->0: " "$err")"
     ;;
 *)
     echo "fabric_check_test.sh: unknown mode '$mode'" >&2

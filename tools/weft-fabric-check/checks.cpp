@@ -75,6 +75,7 @@ struct Job {
     std::vector<uint64_t> failed_at_ns;  // by peer, when this rank heard (0 = not failed)
     std::vector<int> done_from;          // by origin: its am_done arrived
     std::vector<int> lost;               // the agreed failed set (weft_comm_get_failed GLOBAL)
+    std::vector<int> pair_member;        // by rank: measures pairs (all, or the lowest rank per host)
     std::vector<uint8_t> out, in, expect;
     int64_t corrupt_src = -1, corrupt_dst = -1;
     Progress progress;
@@ -219,11 +220,11 @@ PairResult measure_pair(Job& j, uint32_t t) {
 void run_pairs(Job& j, std::vector<PairResult>& mine) {
     for (uint32_t o = 0; o < j.size; ++o) {
         j.progress.show("pairs", o, j.size);
-        if (j.lost[o]) continue;
+        if (j.lost[o] || !j.pair_member[o]) continue;
         if (o == j.rank) {
             weft_fault_point("fabric-check.origin");  // a test kills a rank here (weft-run --fault ...:at=)
             for (uint32_t t = 0; t < j.size; ++t) {
-                if (t == o) continue;
+                if (t == o || !j.pair_member[t]) continue;
                 if (j.failed(t)) {
                     mine[t] = PairResult{o, t, WEFT_ERR_PEER_FAILED, 1, 0, 0, 0, 0, 0, {}};
                     std::snprintf(mine[t].detail, sizeof mine[t].detail, "rank %u had failed", t);
@@ -439,6 +440,24 @@ int run_checks(const Options& opt, Report& rep, uint32_t& rank_out) {
     std::memcpy(j.base + stamp_offset, &stamp, 8);  // before anyone reads it: the agreement below orders it
     weft_caps_t caps{};
     weft_query_caps(j.ctx, &caps);
+    // Host names: for --per-host, and for the report.
+    struct HostName {
+        char name[64];
+    };
+    HostName mine{};
+    gethostname(mine.name, sizeof mine.name - 1);
+    std::vector<HostName> hosts(j.size);
+    st = weft_allgather(j.world, &mine, sizeof mine, WEFT_BYTE, hosts.data());
+    if (st != WEFT_OK) {
+        std::fprintf(stderr, "weft-fabric-check: rank %u: gathering host names: %s\n", j.rank, weft_strerror(st));
+        weft_finalize(j.ctx);
+        return 1;
+    }
+    j.pair_member.assign(j.size, 1);
+    if (opt.per_host)
+        for (uint32_t r = 0; r < j.size; ++r)
+            for (uint32_t q = 0; q < r && j.pair_member[r]; ++q)
+                if (std::strcmp(hosts[q].name, hosts[r].name) == 0) j.pair_member[r] = 0;
     end_phase(j);
 
     std::vector<PairResult> pairs(j.size);
@@ -474,6 +493,10 @@ int run_checks(const Options& opt, Report& rep, uint32_t& rank_out) {
     j.progress.finish();
     if (j.rank == 0) {
         rep.size = j.size;
+        for (uint32_t r = 0; r < j.size; ++r) {
+            rep.hosts.push_back(hosts[r].name);
+            if (j.pair_member[r]) rep.pair_ranks.push_back(r);
+        }
         rep.transport = caps.transport ? caps.transport : "?";
         rep.atomics_kind = caps.atomics == WEFT_ATOMICS_CPU        ? "cpu"
                            : caps.atomics == WEFT_ATOMICS_HARDWARE ? "nic"

@@ -34,6 +34,7 @@ struct Options {
     double fault_bound_s = 10;      // survivors must notice within this
     uint64_t seed = 1;              // random patterns and the random ring
     bool quiet = false;             // no progress bar
+    bool per_host = false;          // pairs among one rank per host only
 };
 
 enum class ParseOutcome { run, help, bad };
@@ -89,8 +90,10 @@ static_assert(std::is_trivially_copyable_v<PairResult> && std::is_trivially_copy
 struct Report {
     uint32_t size = 0;
     std::string transport, atomics_kind;
-    std::vector<PairResult> pairs;  // size*size, [origin*size + target]; the diagonal is unused
-    std::vector<int> rank_lost;     // 1 = the rank failed during the run (or never reported)
+    std::vector<PairResult> pairs;     // size*size, [origin*size + target]; the diagonal is unused
+    std::vector<uint32_t> pair_ranks;  // the ranks that measured pairs (all, or one per host), ascending
+    std::vector<std::string> hosts;    // each rank's host name
+    std::vector<int> rank_lost;        // 1 = the rank failed during the run (or never reported)
     std::vector<AtomicsLocal> atomics;
     std::vector<std::vector<uint64_t>> tickets;  // [drawer][host*tickets + k], UINT64_MAX = not drawn
     std::vector<int> atomics_reported;

@@ -31,6 +31,8 @@ void usage(std::FILE* out) {
                  "  --lat-tolerance X     flag a pair whose latency exceeds X x the median (default 1.5)\n"
                  "  --bw-tolerance X      flag a pair whose bandwidth is below the median / X (default 1.5)\n"
                  "  --fail-on-outliers    flagged pairs fail the run (default: reported, exit status unchanged)\n"
+                 "  --per-host            measure pairs between one rank per host only (the lowest rank of each);\n"
+                 "                        the other ranks still take part in the atomics and rings\n"
                  "  --json FILE           write the JSON report to FILE\n"
                  "  --heatmap FILE        write the latency and bandwidth matrices as an SVG heat map\n"
                  "  --fault-check         after the checks, one rank dies; every survivor must get weft's failure\n"
@@ -99,6 +101,10 @@ ParseOutcome parse_options(int argc, char** argv, Options& opt, std::string& err
         }
         if (a == "--quiet") {
             opt.quiet = true;
+            continue;
+        }
+        if (a == "--per-host") {
+            opt.per_host = true;
             continue;
         }
         if (a == "--fail-on-outliers") {

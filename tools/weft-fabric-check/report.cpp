@@ -49,14 +49,14 @@ Verdict judge(const Options& opt, const Report& rep) {
 
     // Pairs.
     std::vector<double> lats, bws;
-    for (uint32_t o = 0; o < n; ++o) {
+    for (uint32_t o : rep.pair_ranks) {
         bool origin_reported = false;
-        for (uint32_t t = 0; t < n; ++t) origin_reported = origin_reported || rep.pairs[size_t(o) * n + t].measured;
-        if (!origin_reported && n > 1) {
+        for (uint32_t t : rep.pair_ranks) origin_reported = origin_reported || rep.pairs[size_t(o) * n + t].measured;
+        if (!origin_reported && rep.pair_ranks.size() > 1) {
             v.failures.push_back(format("pairs %u->*: not measured (rank %u did not report)", o, o));
             continue;
         }
-        for (uint32_t t = 0; t < n; ++t) {
+        for (uint32_t t : rep.pair_ranks) {
             if (t == o) continue;
             const PairResult& p = rep.pairs[size_t(o) * n + t];
             if (p.status != WEFT_OK || !p.connected)
@@ -69,8 +69,8 @@ Verdict judge(const Options& opt, const Report& rep) {
     }
     v.lat_median_us = median_of(lats);
     v.bw_median_gbs = median_of(bws);
-    for (uint32_t o = 0; o < n; ++o)
-        for (uint32_t t = 0; t < n; ++t) {
+    for (uint32_t o : rep.pair_ranks)
+        for (uint32_t t : rep.pair_ranks) {
             const PairResult& p = rep.pairs[size_t(o) * n + t];
             if (t == o || p.status != WEFT_OK || !p.connected) continue;
             const size_t i = size_t(o) * n + t;
@@ -179,11 +179,11 @@ namespace {
 void print_matrix(std::FILE* out, const Report& rep, const std::vector<int>& flags, bool latency) {
     const uint32_t n = rep.size;
     std::fprintf(out, "  %6s", "o\\t");
-    for (uint32_t t = 0; t < n; ++t) std::fprintf(out, " %9u", t);
+    for (uint32_t t : rep.pair_ranks) std::fprintf(out, " %9u", t);
     std::fprintf(out, "\n");
-    for (uint32_t o = 0; o < n; ++o) {
+    for (uint32_t o : rep.pair_ranks) {
         std::fprintf(out, "  %6u", o);
-        for (uint32_t t = 0; t < n; ++t) {
+        for (uint32_t t : rep.pair_ranks) {
             const PairResult& p = rep.pairs[size_t(o) * n + t];
             if (t == o)
                 std::fprintf(out, " %9s", "-");
@@ -206,8 +206,8 @@ void print_summary(std::FILE* out, const Options& opt, const Report& rep, const 
                  n, rep.transport.c_str(), rep.atomics_kind.c_str(), opt.min_size, opt.max_size, opt.iters,
                  opt.bw_iters, opt.bw_size, opt.seed);
     uint32_t pairs = 0, connected = 0, intact = 0, transfers = 0;
-    for (uint32_t o = 0; o < n; ++o)
-        for (uint32_t t = 0; t < n; ++t) {
+    for (uint32_t o : rep.pair_ranks)
+        for (uint32_t t : rep.pair_ranks) {
             if (t == o) continue;
             const PairResult& p = rep.pairs[size_t(o) * n + t];
             ++pairs;
@@ -215,6 +215,11 @@ void print_summary(std::FILE* out, const Options& opt, const Report& rep, const 
             intact += p.connected && p.status == WEFT_OK && p.integrity_failures == 0;
             transfers += p.integrity_checks;
         }
+    if (rep.pair_ranks.size() != n) {
+        std::fprintf(out, "pairs: one rank per host, %zu hosts: ranks", rep.pair_ranks.size());
+        for (uint32_t r : rep.pair_ranks) std::fprintf(out, " %u", r);
+        std::fprintf(out, "\n");
+    }
     std::fprintf(out, "connectivity: %u/%u pairs\n", connected, pairs);
     std::fprintf(out,
                  "integrity: %u/%u pairs intact, %u transfers verified (walking-ones, random, address-in-data; "
@@ -312,20 +317,25 @@ bool write_json(const std::string& path, const Options& opt, const Report& rep, 
     std::fprintf(f,
                  "  \"options\": {\"min_size\": %zu, \"max_size\": %zu, \"iters\": %d, \"bw_iters\": %d, "
                  "\"bw_size\": %zu, \"atomic_iters\": %d, \"tickets\": %d, \"lat_tolerance\": %s, "
-                 "\"bw_tolerance\": %s, \"fail_on_outliers\": %s, \"seed\": %" PRIu64 "},\n",
+                 "\"bw_tolerance\": %s, \"fail_on_outliers\": %s, \"per_host\": %s, \"seed\": %" PRIu64 "},\n",
                  opt.min_size, opt.max_size, opt.iters, opt.bw_iters, opt.bw_size, opt.atomic_iters, opt.tickets,
                  json_number(opt.lat_tolerance).c_str(), json_number(opt.bw_tolerance).c_str(),
-                 opt.fail_on_outliers ? "true" : "false", opt.seed);
+                 opt.fail_on_outliers ? "true" : "false", opt.per_host ? "true" : "false", opt.seed);
     std::fprintf(f, "  \"lost_ranks\": [");
     bool first = true;
     for (uint32_t r = 0; r < n; ++r)
         if (rep.rank_lost[r]) std::fprintf(f, "%s%u", first ? "" : ", ", r), first = false;
+    std::fprintf(f, "],\n  \"pair_ranks\": [");
+    for (size_t i = 0; i < rep.pair_ranks.size(); ++i) std::fprintf(f, "%s%u", i ? ", " : "", rep.pair_ranks[i]);
+    std::fprintf(f, "],\n  \"hosts\": [");
+    for (size_t i = 0; i < rep.hosts.size(); ++i)
+        std::fprintf(f, "%s%s", i ? ", " : "", json_string(rep.hosts[i]).c_str());
     std::fprintf(f, "],\n  \"latency_median_us\": %s,\n  \"bandwidth_median_gbs\": %s,\n",
                  json_number(v.lat_median_us).c_str(), json_number(v.bw_median_gbs).c_str());
     std::fprintf(f, "  \"pairs\": [");
     first = true;
-    for (uint32_t o = 0; o < n; ++o)
-        for (uint32_t t = 0; t < n; ++t) {
+    for (uint32_t o : rep.pair_ranks)
+        for (uint32_t t : rep.pair_ranks) {
             if (t == o) continue;
             const PairResult& p = rep.pairs[size_t(o) * n + t];
             const size_t i = size_t(o) * n + t;
