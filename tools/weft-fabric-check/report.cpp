@@ -182,17 +182,18 @@ void print_matrix(std::FILE* out, const Report& rep, const std::vector<int>& fla
     for (uint32_t t : rep.pair_ranks) std::fprintf(out, " %9u", t);
     std::fprintf(out, "\n");
     for (uint32_t o : rep.pair_ranks) {
-        std::fprintf(out, "  %6u", o);
+        std::string line = format("  %6u", o);
         for (uint32_t t : rep.pair_ranks) {
             const PairResult& p = rep.pairs[size_t(o) * n + t];
             if (t == o)
-                std::fprintf(out, " %9s", "-");
+                line += format(" %9s", "-");
             else if (p.status != WEFT_OK || !p.connected)
-                std::fprintf(out, " %9s", "FAIL");
+                line += format(" %9s", "FAIL");
             else
-                std::fprintf(out, " %8.3f%c", latency ? p.lat_us : p.bw_gbs, flags[size_t(o) * n + t] ? '*' : ' ');
+                line += format(" %8.3f%c", latency ? p.lat_us : p.bw_gbs, flags[size_t(o) * n + t] ? '*' : ' ');
         }
-        std::fprintf(out, "\n");
+        line.erase(line.find_last_not_of(' ') + 1);  // no trailing blanks
+        std::fprintf(out, "%s\n", line.c_str());
     }
 }
 
