@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdarg>
@@ -292,7 +293,14 @@ std::string json_string(const std::string& s) {
     return out + "\"";
 }
 
-std::string json_number(double x) { return std::isfinite(x) ? format("%.6g", x) : "null"; }
+// The shortest text that reads back as the same double, so a reader rounds
+// it exactly as the summary did.
+std::string json_number(double x) {
+    if (!std::isfinite(x)) return "null";
+    char buf[32];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+    return ec == std::errc() ? std::string(buf, end) : format("%.17g", x);
+}
 
 }  // namespace
 
