@@ -483,7 +483,9 @@ int run_checks(const Options& opt, Report& rep, uint32_t& rank_out) {
                                   all_tickets.begin() + ptrdiff_t((r + 1) * tickets.size()));
         if (!atomics_usable) rep.atomics_reported.assign(j.size, 0);
     }
-    if (opt.fault_check) {
+    if (opt.fault_check && j.lost[victim] && j.rank == 0)
+        std::fprintf(stderr, "weft-fabric-check: fault check not run: rank %u had already failed\n", victim);
+    if (opt.fault_check && !j.lost[victim]) {  // a victim already lost is reported as a failure instead
         FaultLocal fault{};
         run_fault_check(j, victim, fault);
         gather(j, &fault, 1, tag_fault, rep.fault, rep.fault_reported);
