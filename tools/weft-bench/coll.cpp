@@ -18,13 +18,13 @@ namespace weft_bench {
 
 namespace {
 
+// One collective call timed alone: the buffers are filled and checked
+// outside it.
 template <typename Op>
-void timed(Session& s, Samples& smp, uint64_t it, uint64_t warm, Op&& op) {
-    const uint64_t t0 = bench::ticks();
+void timed(Stopwatch& sw, uint64_t it, Op&& op) {
+    sw.start();
     op();
-    const uint64_t t1 = bench::ticks();
-    if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1)));
-    (void)s;
+    sw.lap(it);
 }
 
 void finish(Session& s, Samples& smp, const char* op, const char* unit, uint64_t bytes) {
@@ -38,9 +38,9 @@ void finish(Session& s, Samples& smp, const char* op, const char* unit, uint64_t
 void barrier_row(Session& s) {
     const uint64_t warm = s.p.warmup, total = warm + s.p.iterations;
     Samples smp;
+    Stopwatch smp_sw(smp, warm);
     check(s, weft_barrier(s.world), "barrier");
-    for (uint64_t it = 0; it < total; ++it)
-        timed(s, smp, it, warm, [&] { check(s, weft_barrier(s.world), "weft_barrier"); });
+    for (uint64_t it = 0; it < total; ++it) timed(smp_sw, it, [&] { check(s, weft_barrier(s.world), "weft_barrier"); });
     finish(s, smp, "barrier", "call", 0);
 }
 
@@ -48,10 +48,11 @@ void bcast_row(Session& s, uint64_t size) {
     const uint64_t warm = s.warmup_for(size), total = warm + s.iters_for(size);
     std::vector<uint8_t> buf(size, 0);
     Samples smp;
+    Stopwatch smp_sw(smp, warm);
     check(s, weft_barrier(s.world), "barrier");
     for (uint64_t it = 0; it < total; ++it) {
         if (s.rank == 0) std::memcpy(buf.data(), s.pat(it + 1), size);
-        timed(s, smp, it, warm, [&] { check(s, weft_bcast(s.world, buf.data(), size, WEFT_BYTE, 0), "weft_bcast"); });
+        timed(smp_sw, it, [&] { check(s, weft_bcast(s.world, buf.data(), size, WEFT_BYTE, 0), "weft_bcast"); });
         verify(s, buf.data(), s.pat(it + 1), size, "bcast", it);
     }
     finish(s, smp, "bcast", "call", size);
@@ -63,10 +64,11 @@ void allreduce_row(Session& s, uint64_t size) {
     std::vector<uint64_t> in(n), out(n);
     const uint64_t ranks = s.size, rank_sum = ranks * (ranks - 1) / 2;
     Samples smp;
+    Stopwatch smp_sw(smp, warm);
     check(s, weft_barrier(s.world), "barrier");
     for (uint64_t it = 0; it < total; ++it) {
         for (uint64_t k = 0; k < n; ++k) in[k] = s.rank + k + it;
-        timed(s, smp, it, warm, [&] {
+        timed(smp_sw, it, [&] {
             check(s, weft_allreduce(s.world, in.data(), out.data(), n, WEFT_UINT64, WEFT_OP_SUM), "weft_allreduce");
         });
         for (uint64_t k = 0; k < n; ++k)
@@ -79,9 +81,10 @@ void allgather_row(Session& s, uint64_t size) {
     const uint64_t warm = s.warmup_for(size), total = warm + s.iters_for(size);
     std::vector<uint8_t> out(size * s.size, 0);
     Samples smp;
+    Stopwatch smp_sw(smp, warm);
     check(s, weft_barrier(s.world), "barrier");
     for (uint64_t it = 0; it < total; ++it) {
-        timed(s, smp, it, warm, [&] {
+        timed(smp_sw, it, [&] {
             check(s, weft_allgather(s.world, s.pat(it + s.rank), size, WEFT_BYTE, out.data()), "weft_allgather");
         });
         for (uint32_t r = 0; r < s.size; ++r) verify(s, out.data() + r * size, s.pat(it + r), size, "allgather", it);
@@ -94,17 +97,18 @@ void comm_rows(Session& s) {
     uint64_t world_id = 0;
     check(s, weft_comm_context_id(s.world, &world_id), "weft_comm_context_id");
     Samples dup, free;
+    Stopwatch dup_sw(dup, warm), free_sw(free, warm);
     check(s, weft_barrier(s.world), "barrier");
     for (uint64_t it = 0; it < total; ++it) {
         weft_comm_t c = nullptr;
-        timed(s, dup, it, warm, [&] { check(s, weft_comm_dup(s.world, &c), "weft_comm_dup"); });
+        timed(dup_sw, it, [&] { check(s, weft_comm_dup(s.world, &c), "weft_comm_dup"); });
         uint32_t n = 0, r = 0;
         uint64_t id = 0;
         check(s, weft_comm_size(c, &n), "weft_comm_size");
         check(s, weft_comm_rank(c, &r), "weft_comm_rank");
         check(s, weft_comm_context_id(c, &id), "weft_comm_context_id");
         if (n != s.size || r != s.rank || id == world_id) die(s, "weft_comm_dup made a wrong communicator");
-        timed(s, free, it, warm, [&] { check(s, weft_comm_free(&c), "weft_comm_free"); });
+        timed(free_sw, it, [&] { check(s, weft_comm_free(&c), "weft_comm_free"); });
         if (c != nullptr) die(s, "weft_comm_free left the handle set");
     }
     finish(s, dup, "comm_dup", "call", 0);
@@ -118,17 +122,17 @@ void group_rows(Session& s) {
     for (uint32_t r = 0; r < s.size; ++r) procs[r] = {s.job, r};
     weft_group_options_t opts{};
     Samples construct, destruct;
+    Stopwatch construct_sw(construct, warm), destruct_sw(destruct, warm);
     check(s, weft_barrier(s.world), "barrier");
     for (uint64_t it = 0; it < total; ++it) {
-        timed(s, construct, it, warm, [&] {
+        timed(construct_sw, it, [&] {
             check(s, weft_group_construct(s.ctx, "weft-bench", procs.data(), procs.size(), &opts),
                   "weft_group_construct");
         });
         uint32_t n = 0;
         check(s, weft_group_size(s.ctx, "weft-bench", &n), "weft_group_size");
         if (n != s.size) die(s, "the group has a wrong size");
-        timed(s, destruct, it, warm,
-              [&] { check(s, weft_group_destruct(s.ctx, "weft-bench", 0), "weft_group_destruct"); });
+        timed(destruct_sw, it, [&] { check(s, weft_group_destruct(s.ctx, "weft-bench", 0), "weft_group_destruct"); });
     }
     finish(s, construct, "group_construct", "call", 0);
     finish(s, destruct, "group_destruct", "call", 0);
@@ -140,10 +144,11 @@ void group_rows(Session& s) {
 void drain_rows(Session& s) {
     const uint64_t warm = std::min<uint64_t>(s.p.warmup, 5), total = warm + std::min<uint64_t>(s.p.iterations, 100);
     Samples full, round;
+    Stopwatch full_sw(full, warm);
     check(s, weft_barrier(s.world), "barrier");
     for (uint64_t it = 0; it < total; ++it) {
         weft_drain_result_t res{};
-        timed(s, full, it, warm, [&] {
+        timed(full_sw, it, [&] {
             if (s.rank == 0)
                 check(s, weft_drain(s.ctx, &res), "weft_drain");
             else

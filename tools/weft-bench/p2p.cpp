@@ -86,16 +86,16 @@ void put_pingpong(Session& s, uint64_t size, Row* out) {
     if (s.rank > 1) return;
     const uint32_t peer = s.rank == 0 ? 1 : 0;
     Samples smp;
+    Stopwatch sw(smp, warm);
     for (uint64_t it = 0; it < total; ++it) {
         const uint64_t off = slot(s, it), seq = it + 1;
         const uint8_t* m = s.pat(seq);
         if (s.rank == 0) {
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             notify_put(s, peer, off, m, size, seq);
             wait_for(
                 s, [&] { return noticed(s, off, m, size, seq); }, "rank 1's put");
-            const uint64_t t1 = bench::ticks();
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1)));
+            sw.lap(it);
         } else {
             wait_for(
                 s, [&] { return noticed(s, off, m, size, seq); }, "rank 0's put");
@@ -119,11 +119,11 @@ void get_latency(Session& s, uint64_t size, Row* out) {
     if (s.rank == 0) {
         std::vector<uint8_t> dst(size, 0);
         Samples smp;
+        Stopwatch sw(smp, warm);
         for (uint64_t it = 0; it < total; ++it) {
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             check(s, weft_get(s.win, 1, slot(s, it), dst.data(), size), "weft_get");
-            const uint64_t t1 = bench::ticks();
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1)));
+            sw.lap(it);
             verify(s, dst.data(), s.pat(1 + (it & 1)), size, "get", it);
         }
         send_ctl(s);
@@ -140,11 +140,12 @@ void atomic_latency(Session& s, Atomic kind, Row* out) {
     check(s, weft_barrier(s.world), "barrier");
     if (s.rank == 0) {
         Samples smp;
+        Stopwatch sw(smp, warm);
         const char* name = kind == Atomic::fadd ? "fadd" : kind == Atomic::cswap ? "cswap" : "swap";
         for (uint64_t it = 0; it < total; ++it) {
             uint64_t old = 0, want = 0;
             weft_status_t st = WEFT_OK;
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             switch (kind) {
                 case Atomic::fadd:
                     st = weft_atomic_fetch_add(s.win, 1, fadd_off, 1, &old);
@@ -156,9 +157,8 @@ void atomic_latency(Session& s, Atomic kind, Row* out) {
                     st = weft_atomic_swap(s.win, 1, swap_off, s.swap_value + 1, &old);
                     break;
             }
-            const uint64_t t1 = bench::ticks();
+            sw.lap(it);
             check(s, st, name);
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1)));
             switch (kind) {
                 case Atomic::fadd:
                     want = s.fadd_value++;
@@ -190,13 +190,13 @@ void am_pingpong(Session& s, uint64_t size, Row* out) {
     check(s, weft_barrier(s.world), "barrier");
     if (s.rank == 0) {
         Samples smp;
+        Stopwatch sw(smp, warm);
         for (uint64_t it = 0; it < total; ++it) {
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             check(s, weft_am_send(s.ctx, 1, am_ping, s.pat(it + 1), size), "weft_am_send");
             wait_for(
                 s, [&] { return s.pongs > it; }, "rank 1's reply message");
-            const uint64_t t1 = bench::ticks();
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1)));
+            sw.lap(it);
         }
         *out = smp.row("am", "half", size, 2, 0.5);
     } else if (s.rank == 1) {
@@ -217,15 +217,15 @@ void send_pingpong(Session& s, uint64_t size, Row* out) {
     weft_msg_status_t st{};
     const uint32_t peer = s.rank == 0 ? 1 : 0;
     Samples smp;
+    Stopwatch sw(smp, warm);
     for (uint64_t it = 0; it < total; ++it) {
         const uint8_t* m = s.pat(it + 1);
         if (s.rank == 0) {
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             check(s, weft_send(s.world, m, size, WEFT_BYTE, peer, tag), "weft_send");
             check(s, weft_recv(s.world, rbuf.data(), size, WEFT_BYTE, static_cast<int32_t>(peer), tag, &st),
                   "weft_recv");
-            const uint64_t t1 = bench::ticks();
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1)));
+            sw.lap(it);
         } else {
             check(s, weft_recv(s.world, rbuf.data(), size, WEFT_BYTE, static_cast<int32_t>(peer), tag, &st),
                   "weft_recv");
@@ -243,13 +243,13 @@ void put_bandwidth(Session& s, uint64_t size, Row* out) {
     check(s, weft_barrier(s.world), "barrier");
     if (s.rank == 0) {
         Samples smp;
+        Stopwatch sw(smp, warm, w);
         for (uint64_t it = 0; it < total; ++it) {
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             for (uint64_t j = 0; j < w; ++j)
                 check(s, weft_put(s.win, 1, data_off + j * size, s.pat(it * w + j + 1), size), "weft_put");
             check(s, weft_flush(s.win, 1), "weft_flush");
-            const uint64_t t1 = bench::ticks();
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1) / static_cast<double>(w)));
+            sw.lap(it);
         }
         send_ctl(s);
         *out = bandwidth_row(smp, "put_bw", size, w);
@@ -267,14 +267,14 @@ void am_bandwidth(Session& s, uint64_t size, Row* out) {
     const uint64_t ack = 0;
     if (s.rank == 0) {
         Samples smp;
+        Stopwatch sw(smp, warm, w);
         for (uint64_t it = 0; it < total; ++it) {
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             for (uint64_t j = 0; j < w; ++j)
                 check(s, weft_am_send(s.ctx, 1, am_data, s.pat(it * w + j + 1), size), "weft_am_send");
             wait_for(
                 s, [&] { return s.acks > it; }, "rank 1's acknowledgement");
-            const uint64_t t1 = bench::ticks();
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1) / static_cast<double>(w)));
+            sw.lap(it);
         }
         *out = bandwidth_row(smp, "am_bw", size, w);
     } else if (s.rank == 1) {
@@ -296,15 +296,15 @@ void send_bandwidth(Session& s, uint64_t size, Row* out) {
     uint64_t ack = 0;
     if (s.rank == 0) {
         Samples smp;
+        Stopwatch sw(smp, warm, w);
         for (uint64_t it = 0; it < total; ++it) {
-            const uint64_t t0 = bench::ticks();
+            sw.start();
             for (uint64_t j = 0; j < w; ++j)
                 check(s, weft_isend(s.world, s.pat(it * w + j + 1), size, WEFT_BYTE, 1, data_tag, &reqs[j]),
                       "weft_isend");
             check(s, weft_request_waitall(w, reqs.data(), sts.data()), "weft_request_waitall");
             check(s, weft_recv(s.world, &ack, 1, WEFT_UINT64, 1, ack_tag, nullptr), "weft_recv");
-            const uint64_t t1 = bench::ticks();
-            if (it >= warm) smp.add(static_cast<uint64_t>(tick_ns(t0, t1) / static_cast<double>(w)));
+            sw.lap(it);
         }
         *out = bandwidth_row(smp, "send_bw", size, w);
     } else {

@@ -125,7 +125,28 @@ inline void wait_for(const Session& s, Done&& done, const char* what) {
     }
 }
 
-inline double tick_ns(uint64_t t0, uint64_t t1) { return static_cast<double>(t1 - t0) * bench::ns_per_tick(); }
+// Per-iteration timing: start() just before the operation, lap() just
+// after, so a sample is the operation alone plus one clock read (rdtscp,
+// bench_util.hpp) — the data checks and bookkeeping between iterations are
+// never timed. The same method as bench/weft_bench.cpp's sampled p50
+// (which times 1 iteration in 16 this way). Warm-up iterations are dropped;
+// `per` divides each sample (a bandwidth row's window: time per operation).
+class Stopwatch {
+public:
+    Stopwatch(Samples& samples, uint64_t warmup, uint64_t per = 1)
+        : samples_(samples), warmup_(warmup), scale_(bench::ns_per_tick() / static_cast<double>(per)) {}
+    void start() { start_ = bench::ticks(); }
+    // Iteration `it` ended now.
+    void lap(uint64_t it) {
+        const uint64_t t = bench::ticks();
+        if (it >= warmup_) samples_.add(static_cast<uint64_t>(static_cast<double>(t - start_) * scale_));
+    }
+
+private:
+    Samples& samples_;
+    uint64_t warmup_, start_ = 0;
+    double scale_;
+};
 
 // Dies unless `got` holds `want` (size bytes): the data check after every
 // operation, outside its timing.
