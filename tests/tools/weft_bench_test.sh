@@ -6,6 +6,8 @@
 #   - a run of every test writes a table, JSON (valid: python3 -m json.tool),
 #     CSV and SVG whose rows are the table's rows, field for field; every
 #     row expected is there, with min <= median <= max and p99 <= p99.9 <= max;
+#   - -t fault under weft-run --fault kill: a row of the 2 survivors' notice
+#     times; without the armed fault point, exit 2;
 #   - --compare ucx_perftest adds base and ratio columns, filled for its rows.
 # Nothing here depends on how fast anything is.
 set -u
@@ -99,6 +101,25 @@ print('ok   table, JSON and CSV rows agree (%d rows), every row expected is ther
 sys.exit(1 if fail else 0)
 PY
 check "rows: table = JSON = CSV, complete, ordered" 0 $?
+
+echo "== -t fault: a rank killed for real, time to each survivor's notice"
+timeout 60 "$RUN" --timeout 50 -n 3 --transport "$TRANSPORT" --keep-survivors \
+    --fault kill:rank=2:at=weft-bench.victim "$BENCH" -t fault,barrier -i 20 -x 2 --json "$tmp/f.json" \
+    >"$tmp/ftable" 2>"$tmp/ferr"
+check "weft-bench -t fault (rank 2 killed) exits 0" 0 $?
+python3 - "$tmp/f.json" <<'PY'
+import json, sys
+rows = {r['op']: r for r in json.load(open(sys.argv[1]))['rows']}
+f = rows.get('fault_notice')
+ok = f is not None and f['ranks'] == 2 and f['iters'] == 1 and f['unit'] == 'event' and 0 < f['min_us'] <= f['max_us']
+ok &= 'barrier' in rows and rows['barrier']['ranks'] == 3
+print('ok   fault_notice: 2 survivors, one sample each' if ok else 'FAIL fault rows: %s' % rows)
+sys.exit(0 if ok else 1)
+PY
+check "the fault row is the survivors'" 0 $?
+timeout 60 "$RUN" --timeout 50 -n 3 --transport "$TRANSPORT" "$BENCH" -t fault >"$tmp/out" 2>"$tmp/err"
+check "weft-bench -t fault without an armed victim exits 2" 2 $?
+check "weft-bench -t fault without an armed victim: says why" 1 "$(grep -c -m1 '^weft-bench: -t fault needs' "$tmp/err")"
 
 echo "== --compare ucx_perftest"
 if command -v ucx_perftest >/dev/null; then

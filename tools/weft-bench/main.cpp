@@ -17,6 +17,7 @@
 #include <weft/comm.h>
 #include <weft/weft.h>
 
+#include <cmath>
 #include <cstring>
 #include <sched.h>
 #include <string>
@@ -65,9 +66,18 @@ Row Samples::row(const char* op, const char* unit, uint64_t bytes, uint32_t rank
     r.min_us = static_cast<double>(min_) * us;
     r.max_us = static_cast<double>(max_) * us;
     r.mean_us = static_cast<double>(sum_) / static_cast<double>(hist_->n) * us;
-    // The histogram's bucket floor can sit below the exact minimum: clamp.
+    // Nearest rank: the value of the ceil(q * n)-th sample, so the median of
+    // 3 samples is the second and p99 of 100 the 99th (bench_hist_percentile
+    // rounds down, which for a handful of samples — one death's survivors —
+    // names a smaller one). The histogram's bucket floor can sit below the
+    // exact minimum: clamp.
     auto pct = [&](double q) {
-        return std::max(r.min_us, std::min(r.max_us, bench_hist_percentile(hist_.get(), q) * us));
+        const uint64_t want =
+            std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(hist_->n))));
+        uint64_t seen = 0;
+        size_t i = 0;
+        while (i + 1 < BENCH_HIST_BUCKETS && (seen += hist_->counts[i]) < want) ++i;
+        return std::max(r.min_us, std::min(r.max_us, static_cast<double>(bench_hist_value(i)) * us));
     };
     r.median_us = pct(0.5);
     r.p99_us = pct(0.99);
@@ -160,6 +170,21 @@ int main(int argc, char** argv) {
     std::vector<char> all(64 * s.size);
     check(s, weft_allgather(s.world, mine, sizeof mine, WEFT_BYTE, all.data()), "gathering the CPU binding");
 
+    // -t fault: exactly one rank, not rank 0 (it prints), armed by weft-run.
+    const uint8_t armed = armed_as_victim() ? 1 : 0;
+    std::vector<uint8_t> armed_all(s.size);
+    check(s, weft_allgather(s.world, &armed, 1, WEFT_BYTE, armed_all.data()), "gathering the fault point");
+    for (uint32_t r = 0; r < s.size; ++r)
+        if (armed_all[r]) s.victim = s.victim == UINT32_MAX ? r : UINT32_MAX - 1;
+    if (s.has(t_fault) && (s.victim == 0 || s.victim >= s.size)) {
+        if (s.rank == 0)
+            std::fprintf(stderr,
+                         "weft-bench: -t fault needs one rank other than 0 armed: weft-run -n N (N >= 2) "
+                         "--keep-survivors --fault kill:rank=R:at=weft-bench.victim with 0 < R < N\n");
+        weft_finalize(s.ctx);
+        return 2;
+    }
+
     void* base = nullptr;
     check(s, weft_window_allocate(s.ctx, data_off + 2 * s.slot_bytes, &base, &s.win), "weft_window_allocate");
     s.base = static_cast<uint8_t*>(base);
@@ -174,6 +199,7 @@ int main(int argc, char** argv) {
 
     run_p2p(s);
     run_collectives(s);
+    if (s.has(t_fault)) run_fault(s);
 
     Header h;
     h.transport = transport_label(s);
@@ -185,7 +211,9 @@ int main(int argc, char** argv) {
     h.max_size = s.p.max_size;
     for (uint32_t r = 0; r < s.size; ++r) h.cpu_binding.emplace_back(all.data() + 64 * r);
     const std::string transport = s.caps.transport ? s.caps.transport : "";
-    check(s, weft_window_free(s.win), "weft_window_free");
+    // A window's free is collective over the job: with a rank killed, the
+    // window goes with weft_finalize.
+    if (!s.has(t_fault)) check(s, weft_window_free(s.win), "weft_window_free");
     check(s, weft_finalize(s.ctx), "weft_finalize");
     if (s.rank != 0) return 0;
 

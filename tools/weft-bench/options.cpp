@@ -13,7 +13,7 @@ namespace weft_bench {
 
 const char* const test_names[t_count] = {
     "put",     "get",     "fadd",  "cswap",     "swap",      "am",   "send",  "put_bw", "am_bw",
-    "send_bw", "barrier", "bcast", "allreduce", "allgather", "comm", "group", "drain",
+    "send_bw", "barrier", "bcast", "allreduce", "allgather", "comm", "group", "drain",  "fault",
 };
 
 namespace {
@@ -27,8 +27,10 @@ void usage(std::FILE* out) {
         "  -i N              timed iterations per row (default 1000; rows above 64 KiB scale it down)\n"
         "  -x N              warm-up iterations per row, not timed (default 100)\n"
         "  -W N              outstanding operations in the bandwidth rows (default 64)\n"
-        "  -t LIST           comma-separated tests (default all): put,get,fadd,cswap,swap,am,send,\n"
-        "                    put_bw,am_bw,send_bw,barrier,bcast,allreduce,allgather,comm,group,drain\n"
+        "  -t LIST           comma-separated tests (default all but fault): put,get,fadd,cswap,swap,am,\n"
+        "                    send,put_bw,am_bw,send_bw,barrier,bcast,allreduce,allgather,comm,group,drain,\n"
+        "                    fault (kills a rank: weft-run --keep-survivors --fault\n"
+        "                    kill:rank=R:at=weft-bench.victim, R > 0; time to each survivor's notice)\n"
         "  --json FILE       also write the rows as JSON\n"
         "  --csv FILE        also write the rows as CSV\n"
         "  --plot FILE.svg   draw latency-vs-size and bandwidth-vs-size (log-log) as SVG\n"
@@ -38,7 +40,8 @@ void usage(std::FILE* out) {
         "  -h, --help        print this and exit\n"
         "Point-to-point rows run between ranks 0 and 1 (others wait); collectives on every rank.\n"
         "Latency in microseconds: 'half' = half a round trip (perftest's write/send), 'full' = a\n"
-        "full round trip (read/atomic), 'op' = per operation of a window, 'call' = per call.\n"
+        "full round trip (read/atomic), 'op' = per operation of a window, 'call' = per call,\n"
+        "'round' = one drain observation round, 'event' = from a kill to a survivor's notice.\n"
         "Exit status: 0, 1 if weft fails or any data check fails, 2 for a bad argument.\n",
         out);
 }

@@ -130,7 +130,7 @@ void write_table(std::FILE* out, const Header& h, const std::vector<Row>& rows) 
     std::fprintf(out,
                  "# latency in us; unit: half = half a round trip (perftest write/send), full = a full round trip "
                  "(read/atomic), op = per operation of a window, call = per call (statistics over all ranks' samples), "
-                 "round = one drain observation round\n");
+                 "round = one drain observation round, event = from a kill to a survivor's notice\n");
     if (!h.compare.empty()) std::fprintf(out, "# compare: %s\n", h.compare.c_str());
     const bool cmp = has_compare(rows);
     std::fprintf(out, "%-15s %-5s %8s %5s %7s %10s %10s %10s %10s %10s %10s %10s %8s", "op", "unit", "bytes", "ranks",

@@ -26,9 +26,10 @@ struct Params {
 };
 
 // Window layout (every rank's window is the same): the three atomic words and
-// the put ping-pong's flag (written only by puts) on their own cache lines, then two message slots of slot_bytes each (ping-pong
+// the put ping-pong's flag and the fault row's time stamp (written only by
+// puts) on their own cache lines, then two message slots of slot_bytes each (ping-pong
 // alternates them; the bandwidth rows use both as one area).
-constexpr uint64_t fadd_off = 0, cswap_off = 64, swap_off = 128, flag_off = 192;
+constexpr uint64_t fadd_off = 0, cswap_off = 64, swap_off = 128, flag_off = 192, fault_stamp_off = 256;
 constexpr uint64_t data_off = 4096;
 
 // Active-message ids weft-bench registers.
@@ -80,6 +81,7 @@ struct Session {
     // Rank 0's view of rank 1's atomic words: it is their only writer.
     uint64_t fadd_value = 0, cswap_value = 0, swap_value = 0;
     uint64_t drains = 0;
+    uint32_t victim = UINT32_MAX;  // -t fault: the rank weft-run will kill
 
     bool has(Test t) const { return (p.tests >> t) & 1u; }
     // The message of sequence number seq: byte j is 1 + (seq + j) % 251, so
@@ -154,5 +156,9 @@ void verify(const Session& s, const void* got, const uint8_t* want, uint64_t siz
 
 void run_p2p(Session& s);
 void run_collectives(Session& s);
+// fault.cpp: whether weft-run armed this rank's weft-bench.victim fault
+// point, and the row that uses it (last: a rank dies in it).
+bool armed_as_victim();
+void run_fault(Session& s);
 
 }  // namespace weft_bench
