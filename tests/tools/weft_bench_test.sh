@@ -8,7 +8,8 @@
 #     row expected is there, with min <= median <= max and p99 <= p99.9 <= max;
 #   - -t fault under weft-run --fault kill: a row of the 2 survivors' notice
 #     times; without the armed fault point, exit 2;
-#   - --compare ucx_perftest adds base and ratio columns, filled for its rows.
+#   - --compare ucx_perftest adds base and ratio columns, filled for its rows
+#     (and, with rsvg-convert on PATH, --plot FILE.png writes a PNG).
 # Nothing here depends on how fast anything is.
 set -u
 RUN=${1:?usage: weft_bench_test.sh WEFT_RUN WEFT_BENCH TRANSPORT RANKS}
@@ -22,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "== command line"
 bash "$HERE/../mp/cli_test.sh" "$BENCH" || fail=1
-for bad in "-m 3:8" "-m 8:4" "-m 1:8388608" "-m 8" "-i 0" "-i x" "-x -1" "-W 0" "-t put,nosuch" "--plot x.png" \
+for bad in "-m 3:8" "-m 8:4" "-m 1:8388608" "-m 8" "-i 0" "-i x" "-x -1" "-W 0" "-t put,nosuch" "--plot x.pdf" \
            "--compare mpi" "--json"; do
     # shellcheck disable=SC2086
     timeout 20 "$BENCH" $bad >"$tmp/out" 2>"$tmp/err"
@@ -123,9 +124,15 @@ check "weft-bench -t fault without an armed victim: says why" 1 "$(grep -c -m1 '
 
 echo "== --compare ucx_perftest"
 if command -v ucx_perftest >/dev/null; then
+    # With rsvg-convert on PATH, this run also draws a PNG.
+    png=()
+    command -v rsvg-convert >/dev/null && png=(--plot "$tmp/c.png")
     timeout 60 "$RUN" --timeout 50 -n 2 --transport "$TRANSPORT" "$BENCH" -t put,fadd,send_bw -m 8:16 -i 200 -x 20 \
-        --compare ucx_perftest --json "$tmp/c.json" >"$tmp/ctable" 2>"$tmp/cerr"
+        --compare ucx_perftest --json "$tmp/c.json" "${png[@]}" >"$tmp/ctable" 2>"$tmp/cerr"
     check "weft-bench --compare ucx_perftest exits 0" 0 $?
+    if [ ${#png[@]} -gt 0 ]; then
+        check "--plot FILE.png writes a PNG" 1 "$(head -c 8 "$tmp/c.png" | od -An -c | grep -c 'P   N   G')"
+    fi
     check "the table has base and ratio columns" 1 "$(grep -c '^op .* base  *ratio$' "$tmp/ctable")"
     python3 - "$tmp/ctable" "$tmp/c.json" <<'PY'
 import json, sys

@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (!opt.json.empty() && !write_json(opt.json, h, s.rows)) status = 1;
     if (!opt.csv.empty() && !write_csv(opt.csv, h, s.rows)) status = 1;
-    if (!opt.plot.empty() && !write_svg(opt.plot, h, s.rows)) status = 1;
+    if (!opt.plot.empty()) {
+        const bool png = opt.plot.size() > 4 && opt.plot.compare(opt.plot.size() - 4, 4, ".png") == 0;
+        if (!(png ? write_png(opt.plot, h, s.rows) : write_svg(opt.plot, h, s.rows))) status = 1;
+    }
     return status;
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 namespace weft_bench {
 
@@ -33,7 +34,9 @@ void usage(std::FILE* out) {
         "                    kill:rank=R:at=weft-bench.victim, R > 0; time to each survivor's notice)\n"
         "  --json FILE       also write the rows as JSON\n"
         "  --csv FILE        also write the rows as CSV\n"
-        "  --plot FILE.svg   draw latency-vs-size and bandwidth-vs-size (log-log) as SVG\n"
+        "  --plot FILE.svg|FILE.png\n"
+        "                    draw latency-vs-size and bandwidth-vs-size (log-log): SVG by weft-bench's\n"
+        "                    own renderer; PNG from that SVG by rsvg-convert (librsvg2-bin)\n"
         "  --compare ucx_perftest\n"
         "                    after weft's rows, run ucx_perftest over loopback with the same sizes,\n"
         "                    iterations and UCX_TLS, and add its median and a ratio column\n"
@@ -101,6 +104,20 @@ bool ends_with(const std::string& s, const char* tail) {
 
 }  // namespace
 
+bool on_path(const char* program) {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/bin:/bin";
+    size_t at = 0;
+    while (at <= dirs.size()) {
+        const size_t colon = dirs.find(':', at);
+        const std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+        if (access(((dir.empty() ? "." : dir) + "/" + program).c_str(), X_OK) == 0) return true;
+        if (colon == std::string::npos) break;
+        at = colon + 1;
+    }
+    return false;
+}
+
 Options parse_options(int argc, char** argv) {
     for (int i = 1; i < argc; ++i)
         if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
@@ -139,7 +156,14 @@ Options parse_options(int argc, char** argv) {
             o.csv = value();
         } else if (!std::strcmp(a, "--plot")) {
             o.plot = value();
-            if (!ends_with(o.plot, ".svg")) bad(a, "only FILE.svg is drawn (weft-bench's own SVG renderer)", v);
+            if (ends_with(o.plot, ".png")) {
+                if (!on_path("rsvg-convert"))
+                    bad(a,
+                        "a PNG needs rsvg-convert (Debian: librsvg2-bin), which is not on PATH; FILE.svg needs nothing",
+                        v);
+            } else if (!ends_with(o.plot, ".svg")) {
+                bad(a, "FILE.svg or FILE.png", v);
+            }
         } else if (!std::strcmp(a, "--compare")) {
             o.compare = value();
             if (o.compare != "ucx_perftest")

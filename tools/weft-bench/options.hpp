@@ -47,6 +47,9 @@ struct Options {
     std::string compare;  // "" or "ucx_perftest"
 };
 
+// Whether `program` is an executable in a directory of $PATH.
+bool on_path(const char* program);
+
 // Parses argv; on --help prints usage to stdout and exits 0, on a bad flag or
 // value prints why to stderr and exits 2.
 Options parse_options(int argc, char** argv);

@@ -1,12 +1,17 @@
 // report.cpp — the table, JSON, CSV and SVG writers of report.hpp. The SVG
 // is drawn here (no plotting package): two log-log panels, median latency
-// against size and bandwidth against size, one line per operation.
+// against size and bandwidth against size, one line per operation; a PNG is
+// that SVG converted by rsvg-convert.
 #include "report.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char** environ;
 
 namespace weft_bench {
 
@@ -218,6 +223,20 @@ bool write_svg(const std::string& path, const Header& h, const std::vector<Row>&
     svg_panel(f, 640, 70, 420, 330, "bandwidth vs size", "bandwidth (MB/s)", bandwidth);
     std::fprintf(f, "</svg>\n");
     return close_or_say(f, path);
+}
+
+bool write_png(const std::string& path, const Header& h, const std::vector<Row>& rows) {
+    const std::string svg = path + ".svg";
+    if (!write_svg(svg, h, rows)) return false;
+    const char* argv[] = {"rsvg-convert", svg.c_str(), "-o", path.c_str(), nullptr};
+    pid_t pid = -1;
+    int status = 0;
+    const bool ok =
+        posix_spawnp(&pid, "rsvg-convert", nullptr, nullptr, const_cast<char* const*>(argv), environ) == 0 &&
+        waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    std::remove(svg.c_str());
+    if (!ok) std::fprintf(stderr, "weft-bench: rsvg-convert could not write %s\n", path.c_str());
+    return ok;
 }
 
 }  // namespace weft_bench

@@ -38,5 +38,8 @@ void write_table(std::FILE* out, const Header& h, const std::vector<Row>& rows);
 bool write_json(const std::string& path, const Header& h, const std::vector<Row>& rows);
 bool write_csv(const std::string& path, const Header& h, const std::vector<Row>& rows);
 bool write_svg(const std::string& path, const Header& h, const std::vector<Row>& rows);
+// FILE.png: the SVG, converted by rsvg-convert (parse_options checked it is
+// on PATH).
+bool write_png(const std::string& path, const Header& h, const std::vector<Row>& rows);
 
 }  // namespace weft_bench
