@@ -15,6 +15,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,6 +66,23 @@ std::string run_client(int port, const std::string& cpu, const char* test, uint6
     return pclose(f) == 0 ? last : "";
 }
 
+// A TCP port nobody listens on now, from the kernel (bind to port 0): other
+// jobs on this machine may run ucx_perftest too. -1 on failure.
+int free_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
 // The first CPU of a list such as "3,5-7".
 std::string first_cpu(const std::string& list) { return list.substr(0, list.find_first_of(",-")); }
 
@@ -78,8 +97,6 @@ bool compare_ucx_perftest(std::vector<Row>& rows, uint64_t warmup, uint64_t wind
           (bind ? "client on CPU " + client_cpu + ", server on CPU " + server_cpu : std::string("unbound")) +
           ", same sizes, iterations and warm-up); base = its p50 (latency rows) or 1/message rate (bandwidth rows) "
           "in us; ratio = weft / base";
-    // A port of our own: other jobs may run ucx_perftest on this machine.
-    int port = 20000 + static_cast<int>(getpid() % 20000);
     bool ok = true;
     for (Row& r : rows) {
         const auto t = test_for_op().find(r.op);
@@ -87,7 +104,11 @@ bool compare_ucx_perftest(std::vector<Row>& rows, uint64_t warmup, uint64_t wind
         const uint64_t warm = r.bytes > (64u << 10) ? std::max<uint64_t>(1, warmup * (64u << 10) / r.bytes) : warmup;
         std::string line;
         for (int attempt = 0; attempt < 10 && line.empty(); ++attempt) {
-            ++port;
+            const int port = free_port();
+            if (port < 0) {
+                std::fprintf(stderr, "weft-bench: no free TCP port for ucx_perftest: %s\n", std::strerror(errno));
+                return false;
+            }
             const pid_t server = start_server(port, server_cpu);
             if (server < 0) {
                 std::fprintf(stderr, "weft-bench: cannot start ucx_perftest: %s\n", std::strerror(errno));

@@ -97,6 +97,17 @@ uint32_t parse_tests(const char* flag, const char* s) {
     return mask;
 }
 
+// An output file is written at the end of the run: refuse at once a path
+// whose directory is missing or not writable, rather than after the work.
+const char* writable(const char* flag, const char* path) {
+    const std::string p = path;
+    const size_t slash = p.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+    if (p.empty() || p.back() == '/') bad(flag, "needs a file name", path);
+    if (access(dir.c_str(), W_OK) != 0) bad(flag, "its directory does not exist or is not writable", path);
+    return path;
+}
+
 bool ends_with(const std::string& s, const char* tail) {
     const size_t n = std::strlen(tail);
     return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
@@ -151,11 +162,11 @@ Options parse_options(int argc, char** argv) {
         } else if (!std::strcmp(a, "-t")) {
             o.tests = parse_tests(a, value());
         } else if (!std::strcmp(a, "--json")) {
-            o.json = value();
+            o.json = writable(a, value());
         } else if (!std::strcmp(a, "--csv")) {
-            o.csv = value();
+            o.csv = writable(a, value());
         } else if (!std::strcmp(a, "--plot")) {
-            o.plot = value();
+            o.plot = writable(a, value());
             if (ends_with(o.plot, ".png")) {
                 if (!on_path("rsvg-convert"))
                     bad(a,
