@@ -6,6 +6,7 @@
 #   - a run of every test writes a table, JSON (valid: python3 -m json.tool),
 #     CSV and SVG whose rows are the table's rows, field for field; every
 #     row expected is there, with min <= median <= max and p99 <= p99.9 <= max;
+#   - --rank-sweep repeats the collective rows at 2, 4, ... ranks, then N;
 #   - -t fault under weft-run --fault kill: a row of the 2 survivors' notice
 #     times; without the armed fault point, exit 2;
 #   - --compare ucx_perftest adds base and ratio columns, filled for its rows
@@ -103,6 +104,21 @@ print('ok   table, JSON and CSV rows agree (%d rows), every row expected is ther
 sys.exit(1 if fail else 0)
 PY
 check "rows: table = JSON = CSV, complete, ordered" 0 $?
+
+echo "== --rank-sweep: the collective rows at 2 ranks, then at all"
+timeout 60 "$RUN" --timeout 50 -n "$RANKS" --transport "$TRANSPORT" "$BENCH" --rank-sweep -t barrier,allreduce,comm \
+    -m 8:8 -i 20 -x 2 --json "$tmp/s.json" >"$tmp/stable" 2>"$tmp/serr"
+check "weft-bench --rank-sweep exits 0" 0 $?
+python3 - "$tmp/s.json" "$RANKS" <<'PY'
+import json, sys
+rows, n = json.load(open(sys.argv[1]))['rows'], int(sys.argv[2])
+counts = [2 ** k for k in range(1, 32) if 2 ** k < n] + [n]
+got = [(r['op'], r['ranks']) for r in rows]
+want = [(op, k) for k in counts for op in ('barrier', 'allreduce', 'comm_dup', 'comm_free')]
+print('ok   rows at rank counts %s' % counts if got == want else 'FAIL --rank-sweep rows %s, expected %s' % (got, want))
+sys.exit(0 if got == want else 1)
+PY
+check "--rank-sweep: every rank count, in order" 0 $?
 
 echo "== -t fault: a rank killed for real, time to each survivor's notice"
 timeout 60 "$RUN" --timeout 50 -n 3 --transport "$TRANSPORT" --keep-survivors \

@@ -43,6 +43,19 @@ void verify(const Session& s, const void* got, const uint8_t* want, uint64_t siz
     die(s, buf);
 }
 
+void row_barrier(Session& s) {
+    weft_request_t req = nullptr;
+    check(s, weft_ibarrier(s.world, &req), "weft_ibarrier");
+    const uint64_t deadline = bench::now_ns() + row_limit_ns;
+    for (int done = 0;;) {
+        check(s, weft_request_test(&req, &done, nullptr), "weft_request_test");
+        if (done) return;
+        if (bench::now_ns() >= deadline) die(s, "timed out after an hour waiting for the other ranks' row");
+        const weft_status_t st = weft_wait(s.ctx, 1000000);
+        if (st != WEFT_ERR_TIMEOUT) check(s, st, "weft_wait");
+    }
+}
+
 weft_status_t Samples::pool(weft_comm_t comm) {
     weft_status_t st = weft_allreduce(comm, WEFT_IN_PLACE, hist_->counts, BENCH_HIST_BUCKETS, WEFT_UINT32, WEFT_OP_SUM);
     uint64_t sums[2] = {hist_->n, sum_};
@@ -159,7 +172,7 @@ int main(int argc, char** argv) {
     s.nic = s.caps.atomics == WEFT_ATOMICS_HARDWARE;
 
     // Rank 0's parameters for everyone.
-    s.p = {opt.iterations, opt.warmup, opt.window, opt.min_size, opt.max_size, opt.tests, 0};
+    s.p = {opt.iterations, opt.warmup, opt.window, opt.min_size, opt.max_size, opt.tests, opt.rank_sweep ? 1u : 0u};
     check(s, weft_bcast(s.world, &s.p, sizeof s.p, WEFT_BYTE, 0), "broadcasting the parameters");
     s.slot_bytes = std::max<uint64_t>(s.p.max_size, 1u << 20);
     s.pattern.resize(s.p.max_size + 251);

@@ -32,6 +32,8 @@ void usage(std::FILE* out) {
         "                    send,put_bw,am_bw,send_bw,barrier,bcast,allreduce,allgather,comm,group,drain,\n"
         "                    fault (kills a rank: weft-run --keep-survivors --fault\n"
         "                    kill:rank=R:at=weft-bench.victim, R > 0; time to each survivor's notice)\n"
+        "  --rank-sweep      collectives, comm and group rows also on the first 2, 4, 8, ... ranks\n"
+        "                    (a communicator split off the world), then on all N\n"
         "  --json FILE       also write the rows as JSON\n"
         "  --csv FILE        also write the rows as CSV\n"
         "  --plot FILE.svg|FILE.png\n"
@@ -161,6 +163,8 @@ Options parse_options(int argc, char** argv) {
             if (o.min_size > o.max_size) bad(a, "MIN is larger than MAX", s);
         } else if (!std::strcmp(a, "-t")) {
             o.tests = parse_tests(a, value());
+        } else if (!std::strcmp(a, "--rank-sweep")) {
+            o.rank_sweep = true;
         } else if (!std::strcmp(a, "--json")) {
             o.json = writable(a, value());
         } else if (!std::strcmp(a, "--csv")) {

@@ -44,7 +44,8 @@ struct Options {
     uint64_t min_size = 1, max_size = max_message;
     uint32_t tests = ((1u << t_count) - 1) & ~(1u << t_fault);  // a bit per Test
     std::string json, csv, plot;
-    std::string compare;  // "" or "ucx_perftest"
+    std::string compare;      // "" or "ucx_perftest"
+    bool rank_sweep = false;  // collectives also on the first 2, 4, 8, ... ranks
 };
 
 // Whether `program` is an executable in a directory of $PATH.

@@ -47,7 +47,7 @@ Row bandwidth_row(const Samples& smp, const char* op, uint64_t size, uint64_t wi
 // until rank 0 says its loop is over.
 void await_ctl(Session& s) {
     wait_for(
-        s, [&] { return s.ctl >= 1; }, "rank 0's end of row");
+        s, [&] { return s.ctl >= 1; }, "rank 0's end of row", row_limit_ns);
 }
 void send_ctl(Session& s) {
     const uint64_t x = 1;
@@ -356,7 +356,7 @@ void run_p2p(Session& s) {
         s.am_bad = false;
         Row r;
         body(&r);
-        check(s, weft_barrier(s.world), "barrier");
+        row_barrier(s);
         if (s.am_bad) die(s, "an active message carried a wrong payload");
         if (s.rank == 0) s.rows.push_back(r);
     };

@@ -138,12 +138,12 @@ void write_table(std::FILE* out, const Header& h, const std::vector<Row>& rows) 
                  "round = one drain observation round, event = from a kill to a survivor's notice\n");
     if (!h.compare.empty()) std::fprintf(out, "# compare: %s\n", h.compare.c_str());
     const bool cmp = has_compare(rows);
-    std::fprintf(out, "%-15s %-5s %8s %5s %7s %10s %10s %10s %10s %10s %10s %10s %8s", "op", "unit", "bytes", "ranks",
+    std::fprintf(out, "%-15s %-5s %8s %5s %9s %10s %10s %10s %10s %10s %10s %10s %8s", "op", "unit", "bytes", "ranks",
                  "iters", "min", "median", "mean", "p99", "p99.9", "max", "MB/s", "Mmsg/s");
     if (cmp) std::fprintf(out, " %10s %7s", "base", "ratio");
     std::fprintf(out, "\n");
     for (const Row& r : rows) {
-        std::fprintf(out, "%-15s %-5s %8llu %5u %7llu %10s %10s %10s %10s %10s %10s %10s %8s", r.op.c_str(),
+        std::fprintf(out, "%-15s %-5s %8llu %5u %9llu %10s %10s %10s %10s %10s %10s %10s %8s", r.op.c_str(),
                      r.unit.c_str(), static_cast<unsigned long long>(r.bytes), r.ranks,
                      static_cast<unsigned long long>(r.iters), num(r.min_us).c_str(), num(r.median_us).c_str(),
                      num(r.mean_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(), num(r.max_us).c_str(),

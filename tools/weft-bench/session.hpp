@@ -22,7 +22,7 @@ namespace weft_bench {
 // Decided by rank 0, broadcast before any row (weft_bcast of these bytes).
 struct Params {
     uint64_t iterations, warmup, window, min_size, max_size;
-    uint32_t tests, pad;
+    uint32_t tests, rank_sweep;  // rank_sweep: --rank-sweep (1) or not (0)
 };
 
 // Window layout (every rank's window is the same): the three atomic words and
@@ -111,21 +111,34 @@ inline void check(const Session& s, weft_status_t st, const char* what) {
 inline void progress(const Session& s) { check(s, weft_progress(s.ctx, nullptr), "weft_progress"); }
 
 // Spins until done(), progressing weft between looks (every 64th look where
-// the NIC serves one-sided operations); dies naming `what` after
-// bench::wait_limit_ns (WEFT_BENCH_WAIT_S, default 20 s).
+// the NIC serves one-sided operations); dies naming `what` after `limit_ns`:
+// by default bench::wait_limit_ns (WEFT_BENCH_WAIT_S, default 20 s), the
+// bound of one message's wait.
 template <typename Done>
-inline void wait_for(const Session& s, Done&& done, const char* what) {
+inline void wait_for(const Session& s, Done&& done, const char* what, uint64_t limit_ns = bench::wait_limit_ns()) {
     uint32_t spins = 0;
     auto poll = [&] {
         if (!s.nic || (++spins & 63) == 0) progress(s);
     };
-    if (__builtin_expect(!bench::spin_until(done, poll), 0)) {
+    if (__builtin_expect(!bench::spin_until(done, poll, limit_ns), 0)) {
         char buf[160];
         std::snprintf(buf, sizeof buf, "timed out after %llu s waiting for %s",
-                      static_cast<unsigned long long>(bench::wait_limit_ns() / 1000000000ull), what);
+                      static_cast<unsigned long long>(limit_ns / 1000000000ull), what);
         die(s, buf);
     }
 }
+
+// The bound of a wait that lasts a whole row (the peer's loop): an hour.
+// Rows are longer than any one message's wait bound, and what really
+// bounds them is weft-run --timeout.
+constexpr uint64_t row_limit_ns = 3600ull * 1000000000ull;
+
+// A barrier of the world that may wait longer than a blocking call's
+// deadline (WEFT_TIMEOUT_MS): ranks that sit out a row (2 and up in the
+// point-to-point rows, those outside a --rank-sweep count) wait on a
+// nonblocking barrier inside weft (weft_wait, 1 ms at a time: off the CPU
+// the measuring ranks need), bounded by row_limit_ns.
+void row_barrier(Session& s);
 
 // Per-iteration timing: start() just before the operation, lap() just
 // after, so a sample is the operation alone plus one clock read (rdtscp,
