@@ -1,0 +1,24 @@
+// compare.hpp — --compare ucx_perftest: after weft's rows (and weft_finalize,
+// so no rank spins beside it), rank 0 runs Debian's ucx_perftest over
+// loopback for every row that has a matching test, with the row's size,
+// iterations and warm-up and the same UCX_TLS, and fills the row's baseline
+// and ratio.
+#pragma once
+
+#include "report.hpp"
+
+#include <string>
+#include <vector>
+
+namespace weft_bench {
+
+// `tls`: the UCX_TLS both sides run with. Returns false (having said why on
+// stderr) if a baseline run failed; `how` describes what ran.
+// Bandwidth rows send iterations x window messages there (-n counts messages).
+// `cpus`: weft's ranks 0 and 1's CPU lists; when they differ (weft-run bound
+// them), the client runs on rank 0's first CPU and the server on rank 1's
+// (ucx_perftest -c), so both sides of the comparison are placed alike.
+bool compare_ucx_perftest(std::vector<Row>& rows, uint64_t warmup, uint64_t window, const std::string& tls,
+                          const std::vector<std::string>& cpus, std::string& how);
+
+}  // namespace weft_bench
