@@ -74,6 +74,12 @@ inline constexpr EnvVar env_vars[] = {
     {"WEFT_CKPT_INTERVAL_S", "ckpt", "0", "weft_ckpt_need says yes this long after the last checkpoint; 0: never"},
     {"WEFT_CKPT_FLUSH_DIR", "ckpt", "(none)", "second directory checkpoints are copied to (docs/checkpoint.md)"},
     {"WEFT_CKPT_FLUSH_TIMEOUT_S", "ckpt", "120", "rank 0's wait for a flush to finish, in s"},
+    // tools
+    {"WEFT_HOSTS_MAP", "tools/weft-hosts", "(none)",
+     "name=PID of each simulated host's PID 1 (set by weft-hosts; read by weft-hosts --enter)"},
+    {"WEFT_FABRIC_CHECK_CORRUPT", "tools/weft-fabric-check", "(none)",
+     "tests only: SRC:DST, a byte of that pair's data is corrupted, so the check must fail naming the pair"},
+    {"PATH", "tools/weft-bench", "(the shell's)", "where weft-bench --compare finds ucx_perftest"},
 };
 
 }  // namespace weft::info
