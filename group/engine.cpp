@@ -49,8 +49,14 @@ void Engine::shutdown() {
         return std::any_of(registry_.comms().begin(), registry_.comms().end(),
                            [](const auto& c) { return c->freeing; });
     };
-    if (freeing() && !progress_until([&] { return !freeing(); }, rt_.op_deadline()))
-        WEFT_LOG(warn, "finalizing: a freed communicator's release barrier did not complete");
+    if (freeing()) {
+        // Waiting steps out of weft between polls (pause): in a MULTIPLE
+        // context that releases the API lock and takes it back, so hold it
+        // here as an entry point would (weft_finalize itself does not).
+        RuntimeLock lock(rt_);
+        if (!progress_until([&] { return !freeing(); }, rt_.op_deadline()))
+            WEFT_LOG(warn, "finalizing: a freed communicator's release barrier did not complete");
+    }
     p2p_.shutdown();
 }
 

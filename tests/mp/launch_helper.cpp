@@ -28,7 +28,10 @@
 //                      free's release barrier before this rank leaves, or
 //                      rank 1's barrier later fails on a rank that departed
 //                      (the launcher no longer holds ranks at the finalize
-//                      barrier once a rank died). Logs nothing.
+//                      barrier once a rank died). Logs nothing. With
+//                      "multiple", the contexts are WEFT_THREAD_MULTIPLE
+//                      (finalize's wait must hold the API lock it steps
+//                      out of between polls, or it leaves it locked).
 #include <weft/comm.h>
 #include <weft/ft.h>
 #include <weft/weft.h>
@@ -280,7 +283,14 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (mode == "free_after_failure") {
-        init();
+        if (argc > 2 && std::string(argv[2]) == "multiple") {
+            weft_thread_level_t got{};
+            CHECK(weft_init_thread(WEFT_THREAD_MULTIPLE, &got, &ctx));
+            CHECK(weft_rank(ctx, &rank_));
+            CHECK(weft_size(ctx, &size_));
+        } else {
+            init();
+        }
         weft_comm_t world = nullptr, survivors = nullptr;
         CHECK(weft_comm_world(ctx, &world));
         CHECK(weft_barrier(world));

@@ -48,6 +48,12 @@ timeout 60 "$run" --timeout 30 --transport shm --keep-survivors --fault kill:ran
     -n 4 "$helper" free_after_failure 2>"$err"
 check "survivors free a communicator and finalize" 0 $?
 check "a late free after a failure prints no ERROR or WARN line" 0 "$(grep -c ' ERROR \| WARN ' "$err")"
+# The same with MULTIPLE contexts: finalize's wait for the late free steps
+# out of the API lock between polls and must hand it back (it deadlocked).
+timeout 60 "$run" --timeout 30 --transport shm --keep-survivors --fault kill:rank=3:at=launch_helper.victim \
+    -n 4 "$helper" free_after_failure multiple 2>"$err"
+check "MULTIPLE: survivors free a communicator and finalize (no deadlock)" 0 $?
+check "MULTIPLE: no ERROR or WARN line" 0 "$(grep -c ' ERROR \| WARN ' "$err")"
 [ $fail = 0 ] || cat "$err" | tail -20
 
 if [ $fail = 0 ]; then echo "log outcome tests: all passed"; fi
