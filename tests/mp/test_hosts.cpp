@@ -178,10 +178,11 @@ TEST_F(Hosts, NodeLossFound) {
         // And when, on the wall clock every process of the machine shares
         // (bench/run_hosts_compare.sh sets it beside the kill's time).
         const uint64_t wall_ns = wall_clock_ns() - (now_ns() - all);
-        std::fprintf(stderr,
-                     "[hosts] node loss (%zu ranks): all known %.0f ms after their last stamp, at wall clock %llu.%06llu\n",
-                     victims.size(), double(all - last) / 1e6, static_cast<unsigned long long>(wall_ns / 1000000000ull),
-                     static_cast<unsigned long long>(wall_ns / 1000 % 1000000));
+        std::fprintf(
+            stderr,
+            "[hosts] node loss (%zu ranks): all known %.0f ms after their last stamp, at wall clock %llu.%06llu\n",
+            victims.size(), double(all - last) / 1e6, static_cast<unsigned long long>(wall_ns / 1000000000ull),
+            static_cast<unsigned long long>(wall_ns / 1000 % 1000000));
     }
 }
 
