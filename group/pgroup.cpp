@@ -692,6 +692,7 @@ void ProcessGroups::apply(PgOp& op, const Outcome& o) {
         if (o.status != WEFT_OK) remember_join_end(op.invite_nonce, o.status);
     }
     if (op.kind == PgOp::Kind::construct) {
+        auto early = early_left_.extract(op.name);
         if (o.status == WEFT_OK) {
             PGroup g;
             g.name = op.name;
@@ -708,6 +709,8 @@ void ProcessGroups::apply(PgOp& op, const Outcome& o) {
             // A member may have died before the group existed here.
             if (g.flags & WEFT_GROUP_NOTIFY_TERMINATION) deaths_ = true;
             groups_[op.name] = std::move(g);
+            if (early)
+                for (const Proc& p : early.mapped()) drop_leaver(op.name, p);
         }
     } else {
         auto it = groups_.find(op.name);
@@ -1314,6 +1317,14 @@ void ProcessGroups::tell_left(const PGroup& g, Proc leaver) {
 
 void ProcessGroups::drop_leaver(const std::string& name, Proc leaver) {
     auto g = groups_.find(name);
+    if (g == groups_.end() && op_for(PgOp::Kind::construct, name)) {
+        // The leaver had the construct's outcome before us (across hosts
+        // its LEFT can overtake the tracker's RESULT): keep it for apply().
+        WEFT_LOG(debug, "group %s: job %u rank %u left before our construct completed", name.c_str(), leaver.job,
+                 leaver.rank);
+        early_left_[name].insert(leaver);
+        return;
+    }
     if (g != groups_.end()) {
         auto& mem = g->second.members;
         auto it = std::find(mem.begin(), mem.end(), leaver);

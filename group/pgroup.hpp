@@ -321,6 +321,9 @@ private:
     std::vector<std::unique_ptr<PgOp>> ops_;
     std::map<TrackKey, Track> tracks_;
     std::map<std::string, PGroup> groups_;
+    // LEFT notices that overtook the outcome of our own construct of that
+    // name (the leaver had its outcome first): applied once ours comes.
+    std::map<std::string, std::set<Proc>> early_left_;
     // ADDED notices for names this process has not called construct for
     // yet (an added member that arrives late): name -> leaders.
     std::map<std::string, std::pair<std::vector<Proc>, Deadline>> added_;
