@@ -54,4 +54,4 @@ exec "$PRRTE_TEST_PREFIX/bin/prterun" --allow-run-as-root \
   --prtemca plm_ssh_agent "$WEFT_HOSTS_AGENT" --prtemca plm_ssh_no_tree_spawn 1 \
   --runtime-options recoverable --host "$PRRTE_TEST_HOSTS" --map-by "ppr:$PRRTE_TEST_PER_HOST:node" \
   -n "$PRRTE_TEST_N" "$@"'
-exec bash "$here/hosts_test.sh" timeout 280 "$weft_hosts" "$hosts" sh -c "$head_script" head "${rank_cmd[@]}"
+exec bash "$here/hosts_test.sh" timeout 100 "$weft_hosts" "$hosts" sh -c "$head_script" head "${rank_cmd[@]}"
