@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <sched.h>
 #include <string>
@@ -126,6 +127,14 @@ int enter(const std::string& host, int argc, char** argv) {
     _exit(exit_status(status));
 }
 
+volatile sig_atomic_t stop_signal = 0;  // the first SIGTERM, SIGINT or SIGHUP run() got
+
+uint64_t monotonic_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
 // K [--] COMMAND...: the hosts, the head, and COMMAND on the head.
 int run(uint32_t k, char** command, const char* self) {
     // The hosts' PID 1s reap orphans with SIGCHLD blocked (hosts.cpp).
@@ -155,9 +164,22 @@ int run(uint32_t k, char** command, const char* self) {
         std::fprintf(stderr, "weft-hosts: %s: %s\n", head_ns.c_str(), std::strerror(errno));
         return 1;
     }
+    // SIGTERM, SIGINT and SIGHUP go to COMMAND's process group; if it has
+    // not ended 5 s later, the group is killed. A launcher may take a
+    // signal as a request it never finishes (prterun, whose daemons cannot
+    // answer, prints "Abort is in progress" and waits): without this a
+    // `timeout` around weft-hosts ended nothing, and the processes it left
+    // on the head held the caller's pipes open.
+    struct sigaction on_stop {};
+    on_stop.sa_handler = [](int sig) { stop_signal = sig; };
+    sigemptyset(&on_stop.sa_mask);
+    on_stop.sa_flags = 0;  // no SA_RESTART: waitpid returns EINTR
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &on_stop, nullptr);
     const pid_t child = fork();
     if (child < 0) return 1;
     if (child == 0) {
+        setpgid(0, 0);
+        for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_DFL);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         sigprocmask(SIG_UNBLOCK, &chld, nullptr);
         if (setns(head_fd, CLONE_NEWNET) != 0) _exit(126);
@@ -169,14 +191,36 @@ int run(uint32_t k, char** command, const char* self) {
         _exit(127);
     }
     close(head_fd);
-    // Ctrl-C and a timeout's SIGTERM reach COMMAND (it is in our process
-    // group, or we pass them on); the hosts go when we return.
+    setpgid(child, child);  // as the child does: whichever runs first
+    // COMMAND may be interactive (a shell on the head): its group takes the
+    // terminal while it runs, as a shell's job would.
+    const bool owns_terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+    if (owns_terminal) {
+        signal(SIGTTOU, SIG_IGN);
+        tcsetpgrp(STDIN_FILENO, child);
+    }
     int status = 0;
+    uint64_t kill_at_ms = 0;
     for (;;) {
-        const pid_t got = waitpid(child, &status, 0);
+        const pid_t got = waitpid(child, &status, kill_at_ms ? WNOHANG : 0);
         if (got == child) break;
         if (got < 0 && errno != EINTR) return 1;
+        if (stop_signal && !kill_at_ms) {
+            kill(-child, stop_signal);
+            kill_at_ms = monotonic_ms() + 5000;
+        } else if (kill_at_ms && monotonic_ms() >= kill_at_ms) {
+            std::fprintf(stderr, "weft-hosts: %s did not end within 5 s of signal %d: killing its process group\n",
+                         command[0], static_cast<int>(stop_signal));
+            kill(-child, SIGKILL);
+            kill_at_ms = UINT64_MAX;
+        } else if (kill_at_ms) {
+            usleep(20000);
+        }
     }
+    // What COMMAND left running on the head goes with it; the hosts go
+    // when we return.
+    kill(-child, SIGKILL);
+    if (owns_terminal) tcsetpgrp(STDIN_FILENO, getpgrp());
     return exit_status(status);
 }
 
