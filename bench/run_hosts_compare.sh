@@ -12,6 +12,7 @@
 #      interleaved, at 2 hosts x 2 ranks and 4 hosts x 1; a launch that
 #      does not finish in LIMIT seconds (default 60) is reported as hung.
 # Prints one line per round and the medians; load before and after.
+# WITH_GROUPS=0 runs the node loss only.
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd)
 rounds=${2:-5}
@@ -56,7 +57,12 @@ done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
 [ ${#weft_all[@]} -gt 0 ] && printf '%-6s %22.1f %22.1f\n' median "$(median "${weft_all[@]}")" "$(median "${prrte_all[@]}")"
 
-# 2. Process groups across the hosts, both sides under the same prterun.
+# 2. Process groups across the hosts, both sides under the same prterun
+# (WITH_GROUPS=0 skips them).
+if [ "${WITH_GROUPS:-1}" = 0 ]; then
+  echo "uptime after: $(uptime)"
+  exit 0
+fi
 reps=${REPS:-200}
 pmix_bin=$work/pmix_group
 cc -O2 -o "$pmix_bin" "$(dirname "$0")/pmix/pmix_group.c" -I"$prefix/include" -L"$prefix/lib" \

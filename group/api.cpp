@@ -569,6 +569,9 @@ void detach(Runtime& rt) {
         layer->progress_thread.join();
     }
     layer->engine->shutdown();
+    // Finalize's barrier comes next: the detector's reads still out are
+    // answered now, while every peer still serves them.
+    if (layer->detector) layer->detector->quiesce();
 }
 
 weft_comm_t new_comm_handle(Engine& e, Comm* c, weft_comm_t parent) { return new_handle(e, c, parent); }

@@ -140,6 +140,23 @@ void Detector::stop() {
     if (thread_.joinable()) thread_.join();
 }
 
+void Detector::quiesce() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stop_ || quiesced_ || mode_ != Mode::channel || !thread_.joinable()) {
+        quiesced_ = true;
+        return;
+    }
+    quiesce_wanted_ = true;
+    kick_ = true;
+    cv_.notify_all();
+    // The thread answers within one poll (1 ms when it serves) plus its
+    // wait for the answers; the bound is only against a thread that died.
+    const auto limit = std::chrono::nanoseconds(cfg_.timeout_ns + 1000 * ms);
+    if (!cv_.wait_for(lk, limit, [&] { return quiesced_; }))
+        WEFT_LOG(warn, "failure detector: its thread did not quiesce within %llu ms",
+                 static_cast<unsigned long long>(limit.count() / ms));
+}
+
 void Detector::on_declared(void* arg, uint32_t) {
     // Any thread (the pidfd monitor, ours, the application's): wake the
     // detector thread to relay at once. notify without the lock: the
@@ -170,7 +187,16 @@ void Detector::run() {
         // Cleared before the tick: a declaration during it kicks again.
         kick_ = false;
         if (serving) channel_->serve();
-        if (threaded() && observing_) tick(now, now >= next_observe_);
+        if (quiesce_wanted_) {
+            quiesce_wanted_ = false;
+            if (const size_t left =
+                    channel_->quiesce(Deadline::after_ns(std::max<uint64_t>(cfg_.timeout_ns, 100 * ms))))
+                WEFT_LOG(debug, "failure detector: %zu answer(s) still out at finalize", left);
+            quiesced_ = true;
+            cv_.notify_all();
+        }
+        const bool observe_now = now >= next_observe_ && !quiesced_;
+        if (threaded() && observing_) tick(now, observe_now);
         cv_.wait_for(lk, std::chrono::nanoseconds(poll_ns), [&] { return stop_ || kick_.load(); });
     }
     // Finalizing: relay what we know before the window goes, so a rank

@@ -60,6 +60,11 @@ public:
     // Stops the thread (idempotent). Runs from finalize's teardown hook,
     // before the state window is unmapped, and from destroy.
     void stop();
+    // Finalize, before its barrier (every peer still serves then): no more
+    // observations, and the channel's answers still out are waited for, at
+    // most one heartbeat timeout. The thread goes on beating, serving and
+    // relaying until stop().
+    void quiesce();
 
     const DetectorConfig& config() const { return cfg_; }
     // thread: the detector thread reads mapped windows with CPU atomics;
@@ -98,6 +103,7 @@ private:
     std::mutex mu_;  // the thread's sleep, and tick() against on_progress
     std::condition_variable cv_;
     bool stop_ = false, observing_ = false, relay_on_stop_ = false;
+    bool quiesce_wanted_ = false, quiesced_ = false;  // quiesce()'s request to the thread, and its answer
     std::atomic<bool> kick_{false};
     // Observation state per peer (under mu_).
     struct Obs {

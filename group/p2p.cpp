@@ -282,7 +282,7 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
         return WEFT_OK;
     }
     MsgHeader h{c.id | ctx_bits, static_cast<int32_t>(c.rank), tag, bytes, 0, 0, eager, 0};
-    const bool rendezvous = bytes > eager_limit_ && zero_copy_;
+    const bool rendezvous = bytes > eager_limit_ && zero_copy_ && rt_.backend().zero_copy_to(peer);
     if (sync || rendezvous) {
         arm(*r);
         h.cookie = r->cookie;

@@ -71,6 +71,15 @@ public:
     // millisecond; elsewhere (a NIC answers) never.
     virtual bool needs_serving() const { return false; }
     virtual void serve() {}
+    // Waits, serving, for the answers still out (a read that timed out
+    // leaves its answer to come later) until none is or `d` passes; returns
+    // how many are left. Finalize calls it before its barrier, while every
+    // peer still serves: freed with its answer still out, a request is one
+    // UCX reports at exit ("was not returned to mpool ucp_requests").
+    virtual size_t quiesce(Deadline d) {
+        (void)d;
+        return 0;
+    }
 };
 
 // How an idle runtime thread (the drain thread, docs/drain.md) should look
@@ -159,6 +168,14 @@ public:
         return WEFT_ERR_UNSUPPORTED;
     }
     virtual void unexpose(ExposedBuffer& b) { (void)b; }
+    // Whether a buffer exposed for `peer` may be pulled by it (expose works
+    // for this backend): UCX answers false for a peer whose endpoint has
+    // peer error handling, where a puller's death aborts the exposer
+    // (UcxBackend::expose). Asked on the large-message path only.
+    virtual bool zero_copy_to(uint32_t peer) const {
+        (void)peer;
+        return true;
+    }
     // Blocking read of [addr, addr+len) that `peer` exposed with `key`.
     virtual Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst, size_t len) {
         (void)peer, (void)addr, (void)key, (void)key_len, (void)dst, (void)len;

@@ -235,6 +235,50 @@ TEST_F(Hosts, LinkCutFound) {
                      others.size(), double(found - start) / 1e6);
 }
 
+// No false suspicion under load (issue 19): every rank exchanges a block
+// with every other rank (an alltoall of isend/irecv, checked), back to back
+// for MP_ALLTOALL_SECONDS, so both cores are busy with weft's traffic and
+// its threads the whole time (bench/run_hosts_load.sh adds CPU hogs). No
+// live rank may be declared failed: the detector must tell a busy peer from
+// a dead one. Prints the rounds and bytes moved.
+TEST_F(Hosts, NoFalseSuspicionUnderAlltoall) {
+    const uint64_t seconds = env_u32("MP_ALLTOALL_SECONDS", 10);
+    const size_t block = env_u32("MP_ALLTOALL_BYTES", 64 * 1024);
+    std::vector<uint8_t> out(block * size), in(block * size);
+    std::vector<weft_request_t> reqs(2 * size);
+    ASSERT_EQ(weft_barrier(w_), WEFT_OK);
+    const uint64_t start = now_ns();
+    uint64_t rounds = 0;
+    uint32_t total = 0, fresh = 0;
+    // Every rank runs the same number of rounds: rank 0's clock decides,
+    // carried by each round's allreduce.
+    for (uint64_t go = 1; go; ++rounds) {
+        for (uint32_t r = 0; r < size; ++r)
+            std::memcpy(&out[r * block], pattern(msg_seed(rank, int32_t(r), rounds), block).data(), block);
+        size_t n = 0;
+        for (uint32_t r = 0; r < size; ++r) {
+            if (r == rank) continue;
+            ASSERT_EQ(weft_irecv(w_, &in[r * block], block, WEFT_BYTE, int32_t(r), 7, &reqs[n++]), WEFT_OK);
+            ASSERT_EQ(weft_isend(w_, &out[r * block], block, WEFT_BYTE, r, 7, &reqs[n++]), WEFT_OK);
+        }
+        ASSERT_EQ(weft_request_waitall(n, reqs.data(), nullptr), WEFT_OK) << "round " << rounds;
+        for (uint32_t r = 0; r < size; ++r) {
+            if (r == rank) continue;
+            ASSERT_EQ(pattern_mismatch(&in[r * block], block, msg_seed(r, int32_t(rank), rounds)), SIZE_MAX)
+                << "round " << rounds << ", block from rank " << r;
+        }
+        ASSERT_EQ(weft_comm_validate_local(w_, &total, &fresh), WEFT_OK);
+        ASSERT_EQ(total, 0u) << "a live rank was declared failed after " << double(now_ns() - start) / 1e9
+                             << " s of alltoall (round " << rounds << ")";
+        go = rank == 0 ? uint64_t(now_ns() - start < seconds * 1'000'000'000ull) : 0;
+        ASSERT_EQ(weft_allreduce(w_, WEFT_IN_PLACE, &go, 1, WEFT_UINT64, WEFT_OP_MAX), WEFT_OK);
+    }
+    EXPECT_TRUE(get_failed(w_).empty());
+    if (rank == 0)
+        std::fprintf(stderr, "[hosts] alltoall at full load: %llu rounds of %zu-byte blocks in %.1f s, no suspicion\n",
+                     static_cast<unsigned long long>(rounds), block, double(now_ns() - start) / 1e9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) { return mp::run_all(argc, argv); }

@@ -39,7 +39,8 @@ inline constexpr EnvVar env_vars[] = {
     {"WEFT_SHM_RING_KB", "transport/shm", "64", "size of each shm message ring, in KiB"},
     {"WEFT_SHM_HEAP_MB", "transport/shm", "128", "size of each rank's shm heap, in MiB"},
     {"UCX_TLS", "transport/ucx", "(UCX's default)",
-     "UCX's transports; weft enables UCX peer error handling only when it excludes shared memory"},
+     "UCX's transports; weft enables UCX peer error handling to peers on other hosts, and to all when it excludes "
+     "shared memory"},
     {"WEFT_VERBS_DEVICE", "transport/verbs", "(first device with an ACTIVE port)",
      "RDMA device, optionally with a port: mlx5_0, rxe0:1"},
     {"WEFT_VERBS_GID_INDEX", "transport/verbs", "(chosen: RoCE v2 IPv4-mapped first)", "GID table index to use"},

@@ -97,9 +97,34 @@ public:
             delete fence;
             return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Fence_nb: %s", PMIx_Error_string(rc));
         }
+        // A member known to have died may have contributed first (then the
+        // fence completes) or not (then a fault-tolerant launcher may never
+        // complete it: PRRTE with `recoverable` does not). Wait a grace
+        // period for the first case, then give up on the exchange: it
+        // cannot succeed without that member anyway. Finalize's barrier
+        // after a known failure (loss_expected_) needs no grace.
+        const uint64_t grace_ns = loss_expected_ ? 100'000'000ull : 1'000'000'000ull;
+        uint64_t dead_since = 0;
+        uint32_t dead_rank = 0;
         Backoff backoff;
         while (!fence->done.load(std::memory_order_acquire)) {
             if (deadline.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "PMIx fence did not complete");
+            if (!dead_since) {
+                for (uint32_t r = 0; r < size() && !dead_since; ++r) {
+                    if (!known_dead(r)) continue;
+                    dead_since = now_ns();
+                    dead_rank = r;
+                }
+            } else if (now_ns() - dead_since > grace_ns) {
+                // The record stays alive: the callback may still fire.
+                if (loss_expected_) {
+                    WEFT_LOG(debug, "PMIx exchange %s: rank %u died and the fence did not complete", key, dead_rank);
+                    return WEFT_ERR_PEER_FAILED;
+                }
+                return WEFT_FAIL(WEFT_ERR_PEER_FAILED,
+                                 "PMIx exchange %s: rank %u died and the fence did not complete within %llu ms", key,
+                                 dead_rank, static_cast<unsigned long long>(grace_ns / 1000000));
+            }
             progress_while_waiting();
             backoff.pause();
         }
@@ -107,31 +132,37 @@ public:
         delete fence;
         if (rc != PMIX_SUCCESS) return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Fence: %s", PMIx_Error_string(rc));
         all.assign(size(), {});
-        // A member known to have died did not contribute: a fault-tolerant
-        // launcher (prterun --runtime-options recoverable) completes the
-        // fence without it, and asking the server for its value would wait
-        // for one that never comes. Every other Get is bounded by the
-        // deadline.
-        pmix_info_t bound;
+        // Every Get is bounded by the deadline. A member known to have died
+        // may have contributed before it died (the fence then completed
+        // with its value) or not (a fault-tolerant launcher, prterun
+        // --runtime-options recoverable, completes the fence without it):
+        // its value is asked for with PMIX_IMMEDIATE, so the server answers
+        // from what the fence collected and never waits for one that will
+        // not come.
+        pmix_info_t bound[2];
         int seconds = static_cast<int>(deadline.remaining_ns() / 1000000000ull) + 1;
-        PMIX_INFO_CONSTRUCT(&bound);
-        PMIX_INFO_LOAD(&bound, PMIX_TIMEOUT, &seconds, PMIX_INT);
+        bool immediate = true;
+        PMIX_INFO_CONSTRUCT(&bound[0]);
+        PMIX_INFO_LOAD(&bound[0], PMIX_TIMEOUT, &seconds, PMIX_INT);
+        PMIX_INFO_CONSTRUCT(&bound[1]);
+        PMIX_INFO_LOAD(&bound[1], PMIX_IMMEDIATE, &immediate, PMIX_BOOL);
         for (uint32_t r = 0; r < size(); ++r) {
-            if (known_dead(r)) {
-                if (loss_expected_) {
-                    WEFT_LOG(debug, "PMIx exchange %s: rank %u died before it contributed", key, r);
-                    return WEFT_ERR_PEER_FAILED;
-                }
-                return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "PMIx exchange %s: rank %u died before it contributed", key, r);
-            }
+            const bool dead = known_dead(r);
             pmix_proc_t p;
             PMIX_PROC_CONSTRUCT(&p);
             PMIX_LOAD_NSPACE(p.nspace, me_.nspace);
             p.rank = r;
             pmix_value_t* got = nullptr;
-            rc = PMIx_Get(&p, key, &bound, 1, &got);
+            rc = PMIx_Get(&p, key, bound, dead ? 2 : 1, &got);
             if (rc != PMIX_SUCCESS || !got || got->type != PMIX_BYTE_OBJECT) {
                 if (got) PMIX_VALUE_RELEASE(got);
+                if (dead && loss_expected_) {
+                    WEFT_LOG(debug, "PMIx exchange %s: rank %u died before it contributed", key, r);
+                    return WEFT_ERR_PEER_FAILED;
+                }
+                if (dead)
+                    return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "PMIx exchange %s: rank %u died before it contributed", key,
+                                     r);
                 return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "PMIx_Get(%s) from rank %u: %s", key, r, PMIx_Error_string(rc));
             }
             const auto* b = reinterpret_cast<const uint8_t*>(got->data.bo.bytes);

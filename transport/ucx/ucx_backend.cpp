@@ -96,7 +96,9 @@ Status UcxBackend::init() {
     Status st = worker_address(worker_, addr);
     if (st != WEFT_OK) return st;
     observer_ = std::make_unique<UcxObserver>(rt_, context_);
-    st = observer_->create(rt_.size(), peer_err_mode_, observer_addr);
+    std::vector<uint8_t> observer_err_mode(rt_.size());
+    for (uint32_t p = 0; p < rt_.size(); ++p) observer_err_mode[p] = p != rt_.rank() && err_mode_to(p);
+    st = observer_->create(rt_.size(), std::move(observer_err_mode), observer_addr);
     if (st != WEFT_OK) return st;
     std::vector<uint8_t> mine;
     wire::put_u32(mine, static_cast<uint32_t>(addr.size()));
@@ -120,13 +122,16 @@ Status UcxBackend::init() {
         all[u] = std::vector<uint8_t>(b.begin() + 4, b.begin() + 4 + main_len);
     }
     eps_.assign(n, Endpoint{});
+    uint32_t with_err_mode = 0;
     for (uint32_t u = 0; u < n; ++u) {
         const uint32_t p = rt_.peer_of_universe(u);
         Endpoint& e = eps_[p];
         e.backend = this;
         e.peer = p;
+        e.err_mode = p != rt_.rank() && err_mode_to(p);
+        with_err_mode += e.err_mode;
         if (all[u].empty()) return WEFT_FAIL(WEFT_ERR_PROTOCOL, "ucx address of peer %u is empty", p);
-        st = create_ep(worker_, all[u].data(), peer_err_mode_, on_ep_error, &e, e.ep);
+        st = create_ep(worker_, all[u].data(), e.err_mode, on_ep_error, &e, e.ep);
         if (st != WEFT_OK) return WEFT_FAIL(st, "no ucx endpoint to peer %u", p);
     }
     // Wire up the endpoints to this job's ranks before init's barrier (see
@@ -138,7 +143,8 @@ Status UcxBackend::init() {
         if (p != rt_.rank()) job_eps[p] = eps_[p].ep;
     st = wire_up(worker_, job_eps, rt_.op_deadline(), "ucx");
     if (st != WEFT_OK) return st;
-    WEFT_LOG(debug, "ucx: %u endpoints, peer error handling %s", n, peer_err_mode_ ? "on" : "off (shm possible)");
+    WEFT_LOG(debug, "ucx: %u endpoints, %u with peer error handling (%s)", n, with_err_mode,
+             peer_err_mode_ ? "no shm" : "peers on other hosts");
     return WEFT_OK;
 }
 
@@ -187,7 +193,7 @@ ObserverChannel* UcxBackend::observer_channel(const weft_window& sw) {
 void UcxBackend::kill_endpoint(uint32_t peer) {
     Endpoint& e = eps_[peer];
     e.dead = true;
-    if (!peer_err_mode_ || !e.ep) return;
+    if (!e.err_mode || !e.ep) return;
     force_close(e);
     WEFT_LOG(debug, "ucx: endpoint to failed peer %u force-closed", peer);
 }
@@ -382,7 +388,7 @@ Status UcxBackend::flush(weft_window& w, uint32_t rank) {
 
 // ------------------------------------------- zero-copy rendezvous (p2p)
 Status UcxBackend::expose(const void* buf, size_t len, ExposedBuffer& out) {
-    // Over tcp (the only case with peer error handling here) UCX emulates a
+    // Where endpoints have peer error handling (tcp; zero_copy_to) UCX emulates a
     // get with messages that the *exposing* side serves, and UCX 1.13 aborts
     // the process (ucp_request.inl "unexpected error: Endpoint timeout")
     // when the puller dies before the reply is sent. Large messages then go

@@ -69,8 +69,9 @@ struct Endpoint {
     ucp_ep_h ep = nullptr;
     UcxBackend* backend = nullptr;
     uint32_t peer = 0;
-    bool dead = false;   // failed: operations fail fast, no flush
-    bool dirty = false;  // a put was issued since the last flush
+    bool dead = false;      // failed: operations fail fast, no flush
+    bool err_mode = false;  // UCX peer error handling (UcxBackend::err_mode_to)
+    bool dirty = false;     // a put was issued since the last flush
 };
 
 struct WindowData {
@@ -130,6 +131,7 @@ public:
     }
     ObserverChannel* observer_channel(const weft_window& state_window) override;
     Status expose(const void* buf, size_t len, ExposedBuffer& out) override;
+    bool zero_copy_to(uint32_t peer) const override { return !eps_[peer].err_mode; }
     void unexpose(ExposedBuffer& b) override;
     Status pull(uint32_t peer, uint64_t addr, const uint8_t* key, size_t key_len, void* dst, size_t len) override;
 
@@ -172,7 +174,15 @@ private:
     ucp_worker_h worker_ = nullptr;
     int efd_ = -1;
     bool shm_possible_ = true;
-    bool peer_err_mode_ = false;
+    bool peer_err_mode_ = false;  // every endpoint has peer error handling (no shm anywhere)
+    // Whether the endpoint to p has UCX's peer error handling: where shm
+    // is excluded, and to a peer on another host, which shm cannot reach
+    // anyway (UCX then reports a reset connection at once: a lost node is
+    // known from the transport, not one heartbeat period later). Never to
+    // a peer on this host while shm may be used: with it UCX would leave
+    // out its shared-memory transports. Equal on both sides of a pair, as
+    // a force-close needs (ucp.h).
+    bool err_mode_to(uint32_t p) const { return !shm_possible_ || !rt_.peer(p).same_host; }
     bool closing_ = false;                  // destructor: endpoint errors are our own force-close
     std::vector<ucs_status_ptr_t> killed_;  // force-closes in progress, finished by the destructor
     void kill_endpoint(uint32_t peer);

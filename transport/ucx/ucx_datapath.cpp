@@ -148,7 +148,7 @@ Status UcxBackend::wait_long(ucs_status_ptr_t req, uint32_t peer, const char* wh
             // endpoint timeout (tens of seconds over rc_verbs), while weft
             // knew at once (pidfd monitor, launcher, detector).
             // Without peer error handling (shm possible) UCX never reports: abandon.
-            if (peer_err_mode_) {
+            if (eps_[peer].err_mode) {
                 kill_endpoint(peer);
             } else {
                 abandon(req);

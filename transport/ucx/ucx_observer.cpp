@@ -121,7 +121,7 @@ UcxObserver::~UcxObserver() {
     ucp_worker_destroy(worker_);
 }
 
-Status UcxObserver::create(uint32_t npeers, bool peer_err_mode, std::vector<uint8_t>& address) {
+Status UcxObserver::create(uint32_t npeers, std::vector<uint8_t> err_mode, std::vector<uint8_t>& address) {
     ucp_worker_params_t wp;
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the detector thread only (and init before it starts)
@@ -130,12 +130,12 @@ Status UcxObserver::create(uint32_t npeers, bool peer_err_mode, std::vector<uint
     Status st = worker_address(worker_, address);
     if (st != WEFT_OK) return st;
     npeers_ = npeers;
-    peer_err_mode_ = peer_err_mode;
     addresses_.assign(npeers, {});
     peers_ = std::make_unique<Peer[]>(npeers);
     for (uint32_t i = 0; i < npeers; ++i) {
         peers_[i].self = this;
         peers_[i].index = i;
+        peers_[i].err_mode = i < err_mode.size() && err_mode[i];
     }
     return WEFT_OK;
 }
@@ -145,7 +145,7 @@ Status UcxObserver::bind(const weft_window& sw, const std::vector<std::vector<ui
     for (uint32_t r = 0; r < sw.nranks && r < npeers_ && r < packed.size(); ++r) {
         Peer& p = peers_[r];
         if (r == rt_.rank() || addresses_[r].empty() || packed[r].empty()) continue;
-        Status st = create_ep(worker_, addresses_[r].data(), peer_err_mode_, on_ep_error, &p, p.ep);
+        Status st = create_ep(worker_, addresses_[r].data(), p.err_mode, on_ep_error, &p, p.ep);
         if (st != WEFT_OK) return WEFT_FAIL(st, "ucx observer: no endpoint to peer %u", r);
         p.addr = sw.remote[r].addr;
         const ucs_status_t s = ucp_ep_rkey_unpack(p.ep, packed[r].data(), &p.rkey);
@@ -204,6 +204,18 @@ void UcxObserver::shut(Peer& p) {
     p.rkey = nullptr;
 }
 
+size_t UcxObserver::quiesce(Deadline d) {
+    Backoff backoff;
+    for (;;) {
+        serve();
+        size_t out = 0;
+        for (uint32_t i = 0; i < npeers_; ++i)
+            if (!peers_[i].dead.load() && !settle(peers_[i])) ++out;
+        if (out == 0 || d.passed()) return out;
+        backoff.pause();
+    }
+}
+
 void UcxObserver::serve() {
     for (int i = 0; i < 64 && ucp_worker_progress(worker_); ++i) {
     }
@@ -215,7 +227,7 @@ void UcxObserver::serve() {
         Peer& p = peers_[i];
         if (!p.close_wanted.load(std::memory_order_acquire)) continue;
         p.dead.store(true);
-        if (p.ep && peer_err_mode_) shut(p);
+        if (p.ep && p.err_mode) shut(p);
     }
 }
 

@@ -56,7 +56,9 @@ public:
     UcxObserver(Runtime& rt, ucp_context_h context) : rt_(rt), context_(context) {}
     ~UcxObserver() override;
     // The worker, and its address for the start-up exchange.
-    Status create(uint32_t npeers, bool peer_err_mode, std::vector<uint8_t>& address);
+    // err_mode, by peer: its endpoint has UCX's peer error handling (as the
+    // backend's endpoint to the same peer, UcxBackend::err_mode_to).
+    Status create(uint32_t npeers, std::vector<uint8_t> err_mode, std::vector<uint8_t>& address);
     // Where `peer`'s detector worker is (from the exchange).
     void set_address(uint32_t peer, const uint8_t* address, size_t len) {
         addresses_[peer].assign(address, address + len);
@@ -71,6 +73,7 @@ public:
                         Deadline d) override;
     Status fetch_add(uint32_t peer, uint64_t off, uint64_t add, uint64_t& old, Deadline d) override;
     void serve() override;
+    size_t quiesce(Deadline d) override;
     bool needs_serving() const override { return true; }
     void close(uint32_t peer) {
         peers_[peer].close_wanted.store(true, std::memory_order_release);
@@ -87,6 +90,7 @@ private:
         std::atomic<bool> dead{false}, close_wanted{false};
         UcxObserver* self = nullptr;
         uint32_t index = 0;
+        bool err_mode = false;  // force-closing at run time needs it on both sides
     };
     enum class Op { get, cswap, add };
     // a, b: the compare and swap values (cswap) or the addend (add).
@@ -102,7 +106,6 @@ private:
     std::unique_ptr<Peer[]> peers_;
     std::vector<std::vector<uint8_t>> addresses_;  // until bind
     uint32_t npeers_ = 0;
-    bool peer_err_mode_ = false;  // force-closing at run time needs it on both sides
     bool bound_ = false;
     std::atomic<bool> close_pending_{false};
     std::vector<ucs_status_ptr_t> closing_;
