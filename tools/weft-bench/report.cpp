@@ -194,6 +194,8 @@ bool write_json(const std::string& path, const Header& h, const std::vector<Row>
 bool write_csv(const std::string& path, const Header& h, const std::vector<Row>& rows) {
     std::FILE* f = open_or_say(path);
     if (!f) return false;
+    // The CSV always has the columns: without --compare they hold 0.000.
+    const char* none = has_compare(h, rows) ? "n/a" : "0.000";
     std::fprintf(f,
                  "transport,op,unit,bytes,ranks,iters,min_us,median_us,mean_us,p99_us,p999_us,max_us,mb_s,mmsg_s,"
                  "base_us,ratio\n");
@@ -202,8 +204,8 @@ bool write_csv(const std::string& path, const Header& h, const std::vector<Row>&
                      r.unit.c_str(), static_cast<unsigned long long>(r.bytes), r.ranks,
                      static_cast<unsigned long long>(r.iters), num(r.min_us).c_str(), num(r.median_us).c_str(),
                      num(r.mean_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(), num(r.max_us).c_str(),
-                     num(r.mb_s).c_str(), num(r.mmsg_s).c_str(), base_num(r, r.base_us).c_str(),
-                     base_num(r, r.ratio).c_str());
+                     num(r.mb_s).c_str(), num(r.mmsg_s).c_str(), base_num(r, r.base_us, none).c_str(),
+                     base_num(r, r.ratio, none).c_str());
     return close_or_say(f, path);
 }
 
