@@ -17,7 +17,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../mp/check.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-ROWS=(-t send,put,swap,barrier,allreduce -m 8:32 -i 50 -x 5)
+tests=send,put,swap,barrier,allreduce
+ROWS=(-t "$tests" -m 8:32 -i 50 -x 5)
 
 # check_rows TABLE JSON CSV MAPPED: the base and ratio columns of the table,
 # the JSON and the CSV agree; rows whose op is in MAPPED (comma-separated)
@@ -97,5 +98,5 @@ check "the table says what the baseline is" 1 "$(grep -c '^# compare: OSU Micro-
 check_rows "$tmp/ctable" "$tmp/c.json" "$tmp/c.csv" send,put,barrier,allreduce
 check "with OSU: base and ratio for send, put, barrier, allreduce; swap n/a" 0 $?
 
-[ $fail = 0 ] && echo "weft_bench --compare mpi tests: all passed"
-exit $fail
+[ "$fail" = 0 ] && echo "weft_bench --compare mpi tests: all passed"
+exit "$fail"
