@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "== command line"
 bash "$HERE/../mp/cli_test.sh" "$BENCH" || fail=1
 for bad in "-m 3:8" "-m 8:4" "-m 1:8388608" "-m 8" "-i 0" "-i x" "-x -1" "-W 0" "-t put,nosuch" "--plot x.pdf" \
-           "--compare mpi" "--json" "--json /nonexistent/r.json" "--csv /nonexistent/r.csv" \
+           "--compare perftest" "--compare nosuch" "--json" "--json /nonexistent/r.json" "--csv /nonexistent/r.csv" \
            "--plot /nonexistent/r.svg"; do
     # shellcheck disable=SC2086
     timeout 20 "$BENCH" $bad >"$tmp/out" 2>"$tmp/err"

@@ -1,8 +1,9 @@
-// compare.hpp — --compare ucx_perftest: after weft's rows (and weft_finalize,
-// so no rank spins beside it), rank 0 runs Debian's ucx_perftest over
-// loopback for every row that has a matching test, with the row's size,
-// iterations and warm-up and the same UCX_TLS, and fills the row's baseline
-// and ratio.
+// compare.hpp — --compare: after weft's rows (and weft_finalize, so no rank
+// spins beside it), rank 0 runs a baseline for every row that has a matching
+// test, with the row's size, iterations and warm-up, and fills the row's
+// baseline and ratio; rows without one stay n/a. ucx_perftest: Debian's, over
+// loopback, with the same UCX_TLS (compare.cpp). mpi: the OSU
+// Micro-Benchmarks under Debian's Open MPI (compare_mpi.cpp).
 #pragma once
 
 #include "report.hpp"
@@ -20,5 +21,12 @@ namespace weft_bench {
 // (ucx_perftest -c), so both sides of the comparison are placed alike.
 bool compare_ucx_perftest(std::vector<Row>& rows, uint64_t warmup, uint64_t window, const std::string& tls,
                           const std::vector<std::string>& cpus, std::string& how);
+
+// `warmup`: -x (rows above 64 KiB scale it, warmup_for_size). `cpus`: every
+// weft rank's CPU list; OSU's rank k runs on weft's rank k's. Returns false
+// (having said why on stderr) if mpirun.openmpi or OSU is missing — then no
+// row has a baseline — or an OSU run failed; `how` describes what ran. Each
+// mpirun is bounded (WEFT_OSU_TIMEOUT_S, default 120 s) and ended by its pid.
+bool compare_mpi(std::vector<Row>& rows, uint64_t warmup, const std::vector<std::string>& cpus, std::string& how);
 
 }  // namespace weft_bench

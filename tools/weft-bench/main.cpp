@@ -5,7 +5,8 @@
 // same rows with the same iteration counts; point-to-point rows run between
 // ranks 0 and 1 (p2p.cpp), collectives and the rest on every rank
 // (coll.cpp). Rank 0 prints an aligned table and writes JSON, CSV and an SVG
-// plot (report.cpp); --compare ucx_perftest adds a baseline (compare.cpp).
+// plot (report.cpp); --compare ucx_perftest and --compare mpi add a baseline
+// (compare.cpp, compare_mpi.cpp).
 // Every operation's result is checked; a wrong byte, sum or old value exits
 // 1. Not bench/weft_bench.cpp (Google Benchmark, target weft_bench): that one
 // is the project's regression suite, this one the user-facing tool.
@@ -231,12 +232,14 @@ int main(int argc, char** argv) {
     if (s.rank != 0) return 0;
 
     int status = 0;
-    if (!opt.compare.empty()) {
+    if (opt.compare == "ucx_perftest") {
         // The same transport: ucx's UCX_TLS as it is; for weft's shm, UCX's
         // shared-memory transports.
         const char* tls = std::getenv("UCX_TLS");
         const std::string use = tls && *tls ? tls : transport == "shm" ? "shm" : "all";
         if (!compare_ucx_perftest(s.rows, s.p.warmup, s.p.window, use, h.cpu_binding, h.compare)) status = 1;
+    } else if (opt.compare == "mpi") {
+        if (!compare_mpi(s.rows, s.p.warmup, h.cpu_binding, h.compare)) status = 1;
     }
     write_table(stdout, h, s.rows);
     std::fflush(stdout);

@@ -42,12 +42,17 @@ void usage(std::FILE* out) {
         "  --compare ucx_perftest\n"
         "                    after weft's rows, run ucx_perftest over loopback with the same sizes,\n"
         "                    iterations and UCX_TLS, and add its median and a ratio column\n"
+        "  --compare mpi     after weft's rows, run the OSU Micro-Benchmarks under Open MPI\n"
+        "                    (mpirun.openmpi, ob1 over vader; OSU from $WEFT_OSU_DIR or\n"
+        "                    ~/.cache/weft-anchors/osu-openmpi) with the same sizes, iterations, warm-up\n"
+        "                    and ranks, and add OSU's average and weft's mean over it\n"
         "  -h, --help        print this and exit\n"
         "Point-to-point rows run between ranks 0 and 1 (others wait); collectives on every rank.\n"
         "Latency in microseconds: 'half' = half a round trip (perftest's write/send), 'full' = a\n"
         "full round trip (read/atomic), 'op' = per operation of a window, 'call' = per call,\n"
         "'round' = one drain observation round, 'event' = from a kill to a survivor's notice.\n"
-        "Exit status: 0, 1 if weft fails or any data check fails, 2 for a bad argument.\n",
+        "Exit status: 0, 1 if weft fails, any data check fails or a --compare baseline could not run\n"
+        "(its reason on stderr, its columns n/a), 2 for a bad argument.\n",
         out);
 }
 
@@ -117,19 +122,22 @@ bool ends_with(const std::string& s, const char* tail) {
 
 }  // namespace
 
-bool on_path(const char* program) {
+std::string path_of(const char* program) {
     const char* path = std::getenv("PATH");
     std::string dirs = path ? path : "/usr/bin:/bin";
     size_t at = 0;
     while (at <= dirs.size()) {
         const size_t colon = dirs.find(':', at);
         const std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-        if (access(((dir.empty() ? "." : dir) + "/" + program).c_str(), X_OK) == 0) return true;
+        const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+        if (access(candidate.c_str(), X_OK) == 0) return candidate;
         if (colon == std::string::npos) break;
         at = colon + 1;
     }
-    return false;
+    return "";
 }
+
+bool on_path(const char* program) { return !path_of(program).empty(); }
 
 Options parse_options(int argc, char** argv) {
     for (int i = 1; i < argc; ++i)
@@ -181,9 +189,10 @@ Options parse_options(int argc, char** argv) {
             }
         } else if (!std::strcmp(a, "--compare")) {
             o.compare = value();
-            if (o.compare != "ucx_perftest")
-                bad(a, "only ucx_perftest is supported (perftest needs an RDMA device; mpi: bench/run_mpi_compare.sh)",
+            if (o.compare == "perftest")
+                bad(a, "perftest is not implemented (it needs an RDMA device: the verbs VM lane); ucx_perftest or mpi",
                     v);
+            if (o.compare != "ucx_perftest" && o.compare != "mpi") bad(a, "expected ucx_perftest or mpi", v);
         } else {
             std::fprintf(stderr, "weft-bench: unknown option '%s' (--help for usage)\n", a);
             std::exit(2);

@@ -44,10 +44,22 @@ struct Options {
     uint64_t min_size = 1, max_size = max_message;
     uint32_t tests = ((1u << t_count) - 1) & ~(1u << t_fault);  // a bit per Test
     std::string json, csv, plot;
-    std::string compare;      // "" or "ucx_perftest"
+    std::string compare;      // "", "ucx_perftest" or "mpi"
     bool rank_sweep = false;  // collectives also on the first 2, 4, 8, ... ranks
 };
 
+// A row's warm-up: -x, scaled down above 64 KiB as its iterations are
+// (Session::iters_for). Here, not in Session, because --compare mpi gives
+// OSU the same warm-up after weft has finalized.
+inline uint64_t warmup_for_size(uint64_t warmup, uint64_t bytes) {
+    if (bytes <= (64u << 10) || warmup == 0) return warmup;
+    const uint64_t scaled = warmup * (64u << 10) / bytes;
+    return scaled ? scaled : 1;
+}
+
+// The path of `program` in the first directory of $PATH that has it as an
+// executable, or "".
+std::string path_of(const char* program);
 // Whether `program` is an executable in a directory of $PATH.
 bool on_path(const char* program);
 

@@ -39,7 +39,7 @@ Row bandwidth_row(const Samples& smp, const char* op, uint64_t size, uint64_t wi
         r.mb_s = ops * static_cast<double>(size) / ns * 1e3;
         r.mmsg_s = ops / ns * 1e3;
     }
-    (void)window;
+    r.window = window;
     return r;
 }
 

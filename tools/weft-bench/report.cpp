@@ -17,8 +17,10 @@ namespace weft_bench {
 
 namespace {
 
-bool has_compare(const std::vector<Row>& rows) {
-    return std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.base_us > 0; });
+// The base and ratio columns: whenever a comparison was asked for, so that
+// a baseline that could not run shows as n/a rather than vanishing.
+bool has_compare(const Header& h, const std::vector<Row>& rows) {
+    return !h.compare.empty() || std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.base_us > 0; });
 }
 
 // One number as every writer prints it.
@@ -27,6 +29,9 @@ std::string num(double v) {
     std::snprintf(b, sizeof b, "%.3f", v);
     return b;
 }
+
+// A row's base or ratio: "n/a" (JSON: null) where no baseline ran for it.
+std::string base_num(const Row& r, double v, const char* none = "n/a") { return r.base_us > 0 ? num(v) : none; }
 
 std::string json_string(const std::string& s) {
     std::string o = "\"";
@@ -137,7 +142,7 @@ void write_table(std::FILE* out, const Header& h, const std::vector<Row>& rows) 
                  "(read/atomic), op = per operation of a window, call = per call (statistics over all ranks' samples), "
                  "round = one drain observation round, event = from a kill to a survivor's notice\n");
     if (!h.compare.empty()) std::fprintf(out, "# compare: %s\n", h.compare.c_str());
-    const bool cmp = has_compare(rows);
+    const bool cmp = has_compare(h, rows);
     std::fprintf(out, "%-15s %-5s %8s %5s %9s %10s %10s %10s %10s %10s %10s %10s %8s", "op", "unit", "bytes", "ranks",
                  "iters", "min", "median", "mean", "p99", "p99.9", "max", "MB/s", "Mmsg/s");
     if (cmp) std::fprintf(out, " %10s %7s", "base", "ratio");
@@ -148,7 +153,7 @@ void write_table(std::FILE* out, const Header& h, const std::vector<Row>& rows) 
                      static_cast<unsigned long long>(r.iters), num(r.min_us).c_str(), num(r.median_us).c_str(),
                      num(r.mean_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(), num(r.max_us).c_str(),
                      num(r.mb_s).c_str(), num(r.mmsg_s).c_str());
-        if (cmp) std::fprintf(out, " %10s %7s", num(r.base_us).c_str(), num(r.ratio).c_str());
+        if (cmp) std::fprintf(out, " %10s %7s", base_num(r, r.base_us).c_str(), base_num(r, r.ratio).c_str());
         std::fprintf(out, "\n");
     }
 }
@@ -177,8 +182,9 @@ bool write_json(const std::string& path, const Header& h, const std::vector<Row>
                      r.ranks, static_cast<unsigned long long>(r.iters), num(r.min_us).c_str(), num(r.median_us).c_str(),
                      num(r.mean_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(), num(r.max_us).c_str(),
                      num(r.mb_s).c_str(), num(r.mmsg_s).c_str());
-        if (r.base_us > 0)
-            std::fprintf(f, ", \"base_us\": %s, \"ratio\": %s", num(r.base_us).c_str(), num(r.ratio).c_str());
+        if (has_compare(h, rows))
+            std::fprintf(f, ", \"base_us\": %s, \"ratio\": %s", base_num(r, r.base_us, "null").c_str(),
+                         base_num(r, r.ratio, "null").c_str());
         std::fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
@@ -188,6 +194,8 @@ bool write_json(const std::string& path, const Header& h, const std::vector<Row>
 bool write_csv(const std::string& path, const Header& h, const std::vector<Row>& rows) {
     std::FILE* f = open_or_say(path);
     if (!f) return false;
+    // The CSV always has the columns: without --compare they hold 0.000.
+    const char* none = has_compare(h, rows) ? "n/a" : "0.000";
     std::fprintf(f,
                  "transport,op,unit,bytes,ranks,iters,min_us,median_us,mean_us,p99_us,p999_us,max_us,mb_s,mmsg_s,"
                  "base_us,ratio\n");
@@ -196,7 +204,8 @@ bool write_csv(const std::string& path, const Header& h, const std::vector<Row>&
                      r.unit.c_str(), static_cast<unsigned long long>(r.bytes), r.ranks,
                      static_cast<unsigned long long>(r.iters), num(r.min_us).c_str(), num(r.median_us).c_str(),
                      num(r.mean_us).c_str(), num(r.p99_us).c_str(), num(r.p999_us).c_str(), num(r.max_us).c_str(),
-                     num(r.mb_s).c_str(), num(r.mmsg_s).c_str(), num(r.base_us).c_str(), num(r.ratio).c_str());
+                     num(r.mb_s).c_str(), num(r.mmsg_s).c_str(), base_num(r, r.base_us, none).c_str(),
+                     base_num(r, r.ratio, none).c_str());
     return close_or_say(f, path);
 }
 

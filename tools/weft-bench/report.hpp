@@ -18,10 +18,12 @@ struct Row {
     uint32_t ranks = 0;
     uint64_t iters = 0;
     double min_us = 0, median_us = 0, mean_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
-    double mb_s = 0;    // bandwidth rows only (MB = 10^6 bytes), else 0
-    double mmsg_s = 0;  // message rate (10^6 messages/s), bandwidth rows only
-    // --compare: the baseline's median (latency rows) or per-message time
-    // (bandwidth rows) in us, and weft's over it; 0 when none ran.
+    double mb_s = 0;      // bandwidth rows only (MB = 10^6 bytes), else 0
+    double mmsg_s = 0;    // message rate (10^6 messages/s), bandwidth rows only
+    uint64_t window = 0;  // bandwidth rows: operations outstanding (-W, or fewer if the slots hold fewer)
+    // --compare: the baseline's number in us (ucx_perftest: its median; mpi:
+    // OSU's average; bandwidth rows: time per message) and weft's over it; 0
+    // when none ran (printed n/a).
     double base_us = 0, ratio = 0;
 };
 

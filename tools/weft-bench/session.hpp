@@ -95,11 +95,7 @@ struct Session {
         const uint64_t scaled = p.iterations * (64u << 10) / bytes;
         return scaled < 10 ? (p.iterations < 10 ? p.iterations : 10) : scaled;
     }
-    uint64_t warmup_for(uint64_t bytes) const {
-        if (bytes <= (64u << 10) || p.warmup == 0) return p.warmup;
-        const uint64_t scaled = p.warmup * (64u << 10) / bytes;
-        return scaled ? scaled : 1;
-    }
+    uint64_t warmup_for(uint64_t bytes) const { return warmup_for_size(p.warmup, bytes); }
 };
 
 [[noreturn, gnu::cold]] void die(const Session& s, const char* what, weft_status_t st = WEFT_OK);

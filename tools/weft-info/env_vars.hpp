@@ -80,7 +80,13 @@ inline constexpr EnvVar env_vars[] = {
      "name=PID of each simulated host's PID 1 (set by weft-hosts; read by weft-hosts --enter)"},
     {"WEFT_FABRIC_CHECK_CORRUPT", "tools/weft-fabric-check", "(none)",
      "tests only: SRC:DST, a byte of that pair's data is corrupted, so the check must fail naming the pair"},
-    {"PATH", "tools/weft-bench", "(the shell's)", "where weft-bench --compare finds ucx_perftest"},
+    {"PATH", "tools/weft-bench", "(the shell's)",
+     "where weft-bench --compare finds ucx_perftest, mpirun.openmpi and taskset"},
+    {"HOME", "tools/weft-bench", "(the user's)", "weft-bench --compare mpi: where WEFT_OSU_DIR's default lies"},
+    {"WEFT_OSU_DIR", "tools/weft-bench", "$HOME/.cache/weft-anchors/osu-openmpi",
+     "weft-bench --compare mpi: the OSU Micro-Benchmarks' mpi/ directory, or the prefix they were installed under"},
+    {"WEFT_OSU_TIMEOUT_S", "tools/weft-bench", "120",
+     "weft-bench --compare mpi: each mpirun's bound, in s; then SIGTERM, SIGKILL 10 s later"},
 };
 
 }  // namespace weft::info
