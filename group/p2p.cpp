@@ -282,8 +282,14 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
         return WEFT_OK;
     }
     MsgHeader h{c.id | ctx_bits, static_cast<int32_t>(c.rank), tag, bytes, 0, 0, eager, 0};
-    const bool rendezvous = bytes > eager_limit_ && zero_copy_ && rt_.backend().zero_copy_to(peer);
-    if (sync || rendezvous) {
+    const bool large = bytes > eager_limit_;
+    const bool rendezvous = large && zero_copy_ && rt_.backend().zero_copy_to(peer);
+    // A large message without zero copy goes whole, but is confirmed by its
+    // receiver as a rendezvous is (eager_sync: ACK once matched): a send
+    // reports success only once the receiver took it, so a revoke or a
+    // failure before that still fails it (mp.ft.revoke across hosts).
+    const bool acked = sync || large;
+    if (acked) {
         arm(*r);
         h.cookie = r->cookie;
     }
@@ -307,7 +313,7 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
             }
         }
     } else {
-        h.kind = sync ? eager_sync : eager;
+        h.kind = acked ? eager_sync : eager;
         // Header and payload go as one message, built on the stack up to the
         // eager limit (no shared scratch: sends nest inside sends); large
         // payloads without zero copy build one on the heap.
