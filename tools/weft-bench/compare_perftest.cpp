@@ -67,6 +67,10 @@ double run_limit_s() {
     return s > 0 ? s : 60;
 }
 
+// weft-info's bound: it runs a one-rank job per viable backend (--caps),
+// each bounded by 30 s; 0.3 s in all on this host, seconds under TCG.
+constexpr double weft_info_limit_s = 120;
+
 // Where perftest runs: the device, port and GID weft used.
 struct Target {
     std::string device;
@@ -291,7 +295,7 @@ bool compare_perftest(std::vector<Row>& rows, const std::string& transport, cons
         if (info.empty()) {
             why = "weft-info, which says which device and GID weft uses, is neither beside weft-bench nor on PATH";
         } else {
-            const Finished f = run_bounded({info}, env, run_limit_s());
+            const Finished f = run_bounded({info}, env, weft_info_limit_s);
             if (!f.exited_ok())
                 why = info + " failed:\n" + tail(f.err.empty() ? f.out : f.err, 5);
             else if (find_target(f.out, target, why))
