@@ -27,6 +27,7 @@
 #include <glob.h>
 #include <iterator>
 #include <sstream>
+#include <strings.h>
 #include <unistd.h>
 
 extern char** environ;
@@ -94,7 +95,7 @@ std::string weft_info_path() {
 // The device weft opened, from weft-info's report, whose verbs section
 // (transport/verbs/verbs_device.cpp, describe_devices) reads:
 //   "  rxe0: 1 port(s), atomics ..."                 a device
-//   "    port 1: PORT_ACTIVE, Ethernet (RoCE), ..."  each of its ports
+//   "    port 1: active, Ethernet (RoCE), ..."       each of its ports
 //   "      weft uses gid[1] (RoCE v2, IPv4-mapped)"  a RoCE port's choice
 // and weft's own rule (verbs_device.cpp, open_device): WEFT_VERBS_DEVICE's
 // device ("name" or "name:port"), else the first device, in the same order,
@@ -129,8 +130,10 @@ bool find_target(const std::string& report, Target& t, std::string& why) {
         if (std::sscanf(line.c_str(), "  %255[^: ]: %d port(s)", name, &count) == 2) {
             device = name;
         } else if (std::sscanf(line.c_str(), "    port %d: %63[^,], %63[^,]", &port, state, link) == 3) {
-            ports.push_back(
-                {device, port, std::strcmp(state, "PORT_ACTIVE") == 0, std::strncmp(link, "Ethernet", 8) == 0, -1});
+            // ibv_port_state_str's text: "active" (rdma-core 44 here), or
+            // "PORT_ACTIVE" in older ones.
+            const bool active = strcasecmp(state, "active") == 0 || strcasecmp(state, "PORT_ACTIVE") == 0;
+            ports.push_back({device, port, active, std::strncmp(link, "Ethernet", 8) == 0, -1});
         } else if (std::sscanf(line.c_str(), "      weft uses gid[%d]", &gid) == 1 && !ports.empty()) {
             ports.back().gid = gid;
         }
