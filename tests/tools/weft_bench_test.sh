@@ -11,6 +11,8 @@
 #     times; without the armed fault point, exit 2;
 #   - --compare ucx_perftest adds base and ratio columns, filled for its rows
 #     (and, with rsvg-convert on PATH, --plot FILE.png writes a PNG).
+#   - --compare perftest off verbs: exit 1, the reason on stderr, every row's
+#     base and ratio n/a; an unknown --compare value exits 2.
 # Nothing here depends on how fast anything is.
 set -u
 RUN=${1:?usage: weft_bench_test.sh WEFT_RUN WEFT_BENCH TRANSPORT RANKS}
@@ -25,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "== command line"
 bash "$HERE/../mp/cli_test.sh" "$BENCH" || fail=1
 for bad in "-m 3:8" "-m 8:4" "-m 1:8388608" "-m 8" "-i 0" "-i x" "-x -1" "-W 0" "-t put,nosuch" "--plot x.pdf" \
-           "--compare perftest" "--compare nosuch" "--json" "--json /nonexistent/r.json" "--csv /nonexistent/r.csv" \
+           "--compare nosuch" "--json" "--json /nonexistent/r.json" "--csv /nonexistent/r.csv" \
            "--plot /nonexistent/r.svg"; do
     # shellcheck disable=SC2086
     timeout 20 "$BENCH" $bad >"$tmp/out" 2>"$tmp/err"
@@ -173,6 +175,19 @@ PY
 else
     echo "ucx_perftest is not installed: --compare not checked"
 fi
+
+echo "== --compare perftest on $TRANSPORT: refused with the reason, every row n/a"
+# perftest measures an RDMA device's verbs; the run itself is the rxe test
+# tools.weft_bench.compare_perftest.verbs (weft_bench_perftest_test.sh).
+timeout 60 "$RUN" --timeout 50 -n 2 --transport "$TRANSPORT" "$BENCH" -t put,fadd,send_bw -m 8:16 -i 20 -x 2 \
+    --compare perftest --json "$tmp/p.json" --csv "$tmp/p.csv" >"$tmp/ptable" 2>"$tmp/perr"
+check "weft-bench --compare perftest on $TRANSPORT exits 1" 1 $?
+check "--compare perftest on $TRANSPORT: says why on stderr" 1 \
+    "$(grep -c "^weft-bench: --compare perftest: weft ran on $TRANSPORT, not verbs: .*; no baseline$" "$tmp/perr")"
+check "--compare perftest on $TRANSPORT: the table says it did not run" 1 \
+    "$(grep -c '^# compare: perftest .*: not run, weft ran on' "$tmp/ptable")"
+python3 "$HERE/check_compare_rows.py" "$tmp/ptable" "$tmp/p.json" "$tmp/p.csv" "" median
+check "--compare perftest on $TRANSPORT: every row's base and ratio n/a" 0 $?
 
 [ $fail = 0 ] && echo "weft_bench tests: all passed"
 exit $fail

@@ -6,6 +6,7 @@
 // as a full one, as weft-bench does); bandwidth rows take the time per
 // message, 1/overall rate. ratio = weft's number / the baseline's: above 1,
 // weft is slower.
+#include "child.hpp"
 #include "compare.hpp"
 
 #include <cerrno>
@@ -15,8 +16,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,23 +63,6 @@ std::string run_client(int port, const std::string& cpu, const char* test, uint6
     while (std::fgets(line, sizeof line, f))
         if (line[0] != '\n') last = line;
     return pclose(f) == 0 ? last : "";
-}
-
-// A TCP port nobody listens on now, from the kernel (bind to port 0): other
-// jobs on this machine may run ucx_perftest too. -1 on failure.
-int free_port() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
 }
 
 // The first CPU of a list such as "3,5-7".

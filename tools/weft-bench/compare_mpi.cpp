@@ -15,22 +15,14 @@
 // OSU times each size's whole loop and divides, so the only number every
 // program has is the average: base = that average, ratio = weft's mean over
 // it (bandwidth rows: µs per message on both sides).
+#include "child.hpp"
 #include "compare.hpp"
 #include "options.hpp"
 
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <ctime>
-#include <fcntl.h>
 #include <map>
-#include <poll.h>
-#include <sched.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 extern char** environ;
@@ -103,12 +95,6 @@ double run_limit_s() {
     return s > 0 ? s : 120;
 }
 
-double now_s() {
-    timespec t{};
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
 // mpirun's environment: ours without what a PMIx launcher around weft-bench
 // set for it (PMIX_*, PRTE_*, OMPI_* but the user's OMPI_MCA_* settings),
 // which would make mpirun or its ranks take themselves for part of that job.
@@ -121,106 +107,6 @@ std::vector<std::string> mpirun_environment() {
         if (!launcher) env.push_back(entry);
     }
     return env;
-}
-
-struct Finished {
-    int status = -1;  // waitpid's
-    bool timed_out = false;
-    std::string out, err;
-};
-
-// Reads the child's stdout and stderr (fds, one std::string each) until both
-// close; false if `until` came first.
-bool drain(pollfd (&fds)[2], std::string* (&into)[2], double until) {
-    while (fds[0].fd >= 0 || fds[1].fd >= 0) {
-        const double left = until - now_s();
-        if (left <= 0) return false;
-        const int n = poll(fds, 2, static_cast<int>(left * 1000) + 1);
-        if (n < 0 && errno != EINTR) return false;
-        for (int k = 0; k < 2 && n > 0; ++k) {
-            if (fds[k].fd < 0 || !fds[k].revents) continue;
-            char buf[4096];
-            const ssize_t got = read(fds[k].fd, buf, sizeof buf);
-            if (got > 0) {
-                into[k]->append(buf, static_cast<size_t>(got));
-            } else if (got == 0 || errno != EINTR) {
-                close(fds[k].fd);
-                fds[k].fd = -1;  // poll skips it from now on
-            }
-        }
-    }
-    return true;
-}
-
-// Whether pid was reaped (its status in *status) before `until`.
-bool reaped(pid_t pid, int* status, double until) {
-    for (;;) {
-        const pid_t w = waitpid(pid, status, WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR)) return true;
-        if (now_s() >= until) return false;
-        usleep(10000);
-    }
-}
-
-// Runs args (args[0] a path) with stdin /dev/null and stdout and stderr
-// captured, for at most limit_s. Past it, SIGTERM to the child: mpirun then
-// ends its ranks (2-3 s here), which sit in process groups of their own, so
-// a signal to mpirun's group would miss them; SIGKILL if it has not exited
-// 10 s later. Its pipes are read until it has exited: a closed pipe would
-// kill mpirun by SIGPIPE before it ended its ranks. PR_SET_PDEATHSIG: if
-// weft-bench itself is killed (weft-run --timeout), mpirun gets SIGTERM.
-Finished run_bounded(std::vector<std::string> args, std::vector<std::string> env, double limit_s) {
-    Finished f;
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    int out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-        f.err = std::string("pipe: ") + std::strerror(errno);
-        for (int fd : {out[0], out[1], err[0], err[1]})
-            if (fd >= 0) close(fd);
-        return f;
-    }
-    // Every CPU: the child must not inherit the single core weft-run bound
-    // rank 0 to (the kernel drops the CPUs this machine lacks).
-    cpu_set_t every_cpu;
-    CPU_ZERO(&every_cpu);
-    for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &every_cpu);
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent) _exit(127);
-        sched_setaffinity(0, sizeof every_cpu, &every_cpu);
-        const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) _exit(127);
-        execve(argv[0], argv.data(), envp.data());
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-    std::string* into[2] = {&f.out, &f.err};
-    if (pid < 0) {
-        f.err = std::string("fork: ") + std::strerror(errno);
-    } else {
-        const double deadline = now_s() + limit_s;
-        if (!(drain(fds, into, deadline) && reaped(pid, &f.status, deadline))) {
-            f.timed_out = true;
-            kill(pid, SIGTERM);
-            const double grace = now_s() + 10;
-            if (!(drain(fds, into, grace) && reaped(pid, &f.status, grace))) {
-                kill(pid, SIGKILL);
-                while (waitpid(pid, &f.status, 0) < 0 && errno == EINTR) {
-                }
-            }
-        }
-    }
-    for (const pollfd& p : fds)
-        if (p.fd >= 0) close(p.fd);
-    return f;
 }
 
 // OSU's result lines: those that are numbers only (not its '#' comments,
@@ -251,27 +137,6 @@ std::vector<std::vector<double>> result_lines(const std::string& out) {
         if (numeric && !nums.empty()) lines.push_back(nums);
     }
     return lines;
-}
-
-// The last few lines of a child's stderr, for a failure's message.
-std::string tail(const std::string& text, int lines) {
-    size_t at = text.size();
-    while (at > 0 && text[at - 1] == '\n') --at;
-    const size_t end = at;
-    for (int n = 0; n < lines && at > 0; ++n) {
-        at = text.rfind('\n', at - 1);
-        if (at == std::string::npos) {
-            at = 0;
-            break;
-        }
-    }
-    return text.substr(at == 0 ? 0 : at + 1, end - (at == 0 ? 0 : at + 1));
-}
-
-std::string joined(const std::vector<std::string>& args) {
-    std::string s;
-    for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
-    return s;
 }
 
 // What a run of rows needs to be one OSU run: the same program, ranks,
@@ -321,9 +186,11 @@ std::vector<std::string> command(const Setup& s, const OsuTest& t, const Row& fi
 // (having said why) if it failed or lacked a size.
 bool run_osu(const Setup& s, const OsuTest& t, Row* first, Row* last, uint64_t warm) {
     const std::vector<std::string> args = command(s, t, *first, *(last - 1), warm);
+    // Past the bound, SIGTERM makes mpirun end its ranks (2-3 s here), which
+    // sit in process groups of their own: a signal to mpirun's group would
+    // miss them.
     const Finished f = run_bounded(args, s.env, s.limit_s);
-    const bool exited_ok = !f.timed_out && WIFEXITED(f.status) && WEXITSTATUS(f.status) == 0;
-    if (!exited_ok) {
+    if (!f.exited_ok()) {
         std::fprintf(stderr, "weft-bench: --compare mpi: %s %s:\n  %s\n%s\n", t.program,
                      f.timed_out ? "took longer than its bound (WEFT_OSU_TIMEOUT_S) and was ended" : "failed",
                      joined(args).c_str(), tail(f.err.empty() ? f.out : f.err, 5).c_str());

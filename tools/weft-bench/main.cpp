@@ -1,12 +1,12 @@
 // weft-bench — perftest/OSU-style latency, bandwidth and message rate of
 // weft's operations, run under weft-run (or any PMIx launcher):
-//   weft-run -n 2 [--transport shm|ucx] weft-bench [-m MIN:MAX] [-i N] [-x N] [--json F] ...
+//   weft-run -n 2 [--transport shm|ucx|verbs] weft-bench [-m MIN:MAX] [-i N] [-x N] [--json F] ...
 // Rank 0 decides the parameters and broadcasts them, so every rank runs the
 // same rows with the same iteration counts; point-to-point rows run between
 // ranks 0 and 1 (p2p.cpp), collectives and the rest on every rank
 // (coll.cpp). Rank 0 prints an aligned table and writes JSON, CSV and an SVG
-// plot (report.cpp); --compare ucx_perftest and --compare mpi add a baseline
-// (compare.cpp, compare_mpi.cpp).
+// plot (report.cpp); --compare ucx_perftest, mpi and perftest add a baseline
+// (compare.cpp, compare_mpi.cpp, compare_perftest.cpp).
 // Every operation's result is checked; a wrong byte, sum or old value exits
 // 1. Not bench/weft_bench.cpp (Google Benchmark, target weft_bench): that one
 // is the project's regression suite, this one the user-facing tool.
@@ -240,6 +240,8 @@ int main(int argc, char** argv) {
         if (!compare_ucx_perftest(s.rows, s.p.warmup, s.p.window, use, h.cpu_binding, h.compare)) status = 1;
     } else if (opt.compare == "mpi") {
         if (!compare_mpi(s.rows, s.p.warmup, h.cpu_binding, h.compare)) status = 1;
+    } else if (opt.compare == "perftest") {
+        if (!compare_perftest(s.rows, transport, h.cpu_binding, h.compare)) status = 1;
     }
     write_table(stdout, h, s.rows);
     std::fflush(stdout);

@@ -22,7 +22,7 @@ namespace {
 void usage(std::FILE* out) {
     std::fputs(
         "weft-bench: latency, bandwidth and message rate of weft's operations (perftest/OSU style)\n"
-        "usage: weft-run -n N [--transport shm|ucx] weft-bench [options]\n"
+        "usage: weft-run -n N [--transport shm|ucx|verbs] weft-bench [options]\n"
         "  -m MIN:MAX        message sizes, powers of two from 1 to 4194304 bytes (default 1:4194304);\n"
         "                    atomics are 8 bytes only\n"
         "  -i N              timed iterations per row (default 1000; rows above 64 KiB scale it down)\n"
@@ -46,6 +46,11 @@ void usage(std::FILE* out) {
         "                    (mpirun.openmpi, ob1 over vader; OSU from $WEFT_OSU_DIR or\n"
         "                    ~/.cache/weft-anchors/osu-openmpi) with the same sizes, iterations, warm-up\n"
         "                    and ranks, and add OSU's average and weft's mean over it\n"
+        "  --compare perftest\n"
+        "                    after weft's rows on verbs, run Debian's perftest (ib_write_lat, ib_read_lat,\n"
+        "                    ib_send_lat, ib_atomic_lat, ib_write_bw, ib_send_bw) over loopback on the device\n"
+        "                    and GID weft used, with the same sizes and iterations, and add its median\n"
+        "                    (t_typical) and a ratio column\n"
         "  -h, --help        print this and exit\n"
         "Point-to-point rows run between ranks 0 and 1 (others wait); collectives on every rank.\n"
         "Latency in microseconds: 'half' = half a round trip (perftest's write/send), 'full' = a\n"
@@ -189,10 +194,8 @@ Options parse_options(int argc, char** argv) {
             }
         } else if (!std::strcmp(a, "--compare")) {
             o.compare = value();
-            if (o.compare == "perftest")
-                bad(a, "perftest is not implemented (it needs an RDMA device: the verbs VM lane); ucx_perftest or mpi",
-                    v);
-            if (o.compare != "ucx_perftest" && o.compare != "mpi") bad(a, "expected ucx_perftest or mpi", v);
+            if (o.compare != "ucx_perftest" && o.compare != "mpi" && o.compare != "perftest")
+                bad(a, "expected ucx_perftest, mpi or perftest", v);
         } else {
             std::fprintf(stderr, "weft-bench: unknown option '%s' (--help for usage)\n", a);
             std::exit(2);

@@ -44,7 +44,7 @@ struct Options {
     uint64_t min_size = 1, max_size = max_message;
     uint32_t tests = ((1u << t_count) - 1) & ~(1u << t_fault);  // a bit per Test
     std::string json, csv, plot;
-    std::string compare;      // "", "ucx_perftest" or "mpi"
+    std::string compare;      // "", "ucx_perftest", "mpi" or "perftest"
     bool rank_sweep = false;  // collectives also on the first 2, 4, 8, ... ranks
 };
 

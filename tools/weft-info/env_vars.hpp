@@ -81,12 +81,15 @@ inline constexpr EnvVar env_vars[] = {
     {"WEFT_FABRIC_CHECK_CORRUPT", "tools/weft-fabric-check", "(none)",
      "tests only: SRC:DST, a byte of that pair's data is corrupted, so the check must fail naming the pair"},
     {"PATH", "tools/weft-bench", "(the shell's)",
-     "where weft-bench --compare finds ucx_perftest, mpirun.openmpi and taskset"},
+     "where weft-bench --compare finds ucx_perftest, mpirun.openmpi, taskset, perftest's ib_* and weft-info"},
     {"HOME", "tools/weft-bench", "(the user's)", "weft-bench --compare mpi: where WEFT_OSU_DIR's default lies"},
     {"WEFT_OSU_DIR", "tools/weft-bench", "$HOME/.cache/weft-anchors/osu-openmpi",
      "weft-bench --compare mpi: the OSU Micro-Benchmarks' mpi/ directory, or the prefix they were installed under"},
     {"WEFT_OSU_TIMEOUT_S", "tools/weft-bench", "120",
      "weft-bench --compare mpi: each mpirun's bound, in s; then SIGTERM, SIGKILL 10 s later"},
+    {"WEFT_PERFTEST_TIMEOUT_S", "tools/weft-bench", "60",
+     "weft-bench --compare perftest: each perftest server's and client's bound, in s; then SIGTERM, SIGKILL 10 s "
+     "later"},
 };
 
 }  // namespace weft::info
