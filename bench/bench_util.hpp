@@ -10,11 +10,25 @@
 // ratio. The sampled percentiles include one clock read; the floor's carry
 // the same, so their ratio is fair.
 //
-// On x86 the samples read the TSC (rdtscp), as perftest does, converted to
-// ns at a rate measured against CLOCK_MONOTONIC once per process: where the
-// kernel does not use the TSC as its clocksource, clock_gettime is a system
-// call (in the soft-RoCE VM, HPET: ~660 ns a read against ~22 ns for
-// rdtscp), and a sample would carry that while perftest's do not.
+// On x86 the samples read the TSC as perftest's get_cycles does (rdtsc),
+// converted to ns at a rate measured against CLOCK_MONOTONIC once per
+// process: where the kernel does not use the TSC as its clocksource,
+// clock_gettime is a system call (in the soft-RoCE VM, HPET: ~660 ns a read
+// against ~22 ns for the TSC), and a sample would carry that while
+// perftest's do not. A sample is ticks_begin() ... ticks_end():
+// - ticks_begin() is lfence + rdtsc: the stamp is read only once everything
+//   before it has finished, so none of the previous iteration's bookkeeping
+//   counts, and it retires before the operation's first store can commit.
+// - ticks_end() is a plain rdtsc, not rdtscp or a fenced read. Waiting for
+//   every earlier instruction there, after a spin-wait, added ~35 ns to
+//   each half round trip of an 8-byte put ping-pong here (weft-bench, same
+//   run: median 143-171 ns fenced against 110-117 plain), more than the
+//   whole loop's untimed mean (~120 ns), so it times the fence, not the
+//   put. A plain read after a spin-wait still comes after the operation:
+//   it runs only once the wait's exit branch has resolved on the loaded
+//   value. After a call that returns a result (a fetch-add) it may run a
+//   few ns early; the loop's untimed mean bounds that.
+// Both asms clobber memory, so the compiler moves no load or store across.
 #pragma once
 
 #include "bench_stats.h"
@@ -32,24 +46,30 @@ namespace bench {
 
 inline uint64_t now_ns() { return bench_now_ns(); }
 
-// The sample clock: ticks() and ns_per_tick() (see the top of the file).
+// The sample clock: ticks_begin(), ticks_end() and ns_per_tick() (see the top of the file).
 #if defined(__x86_64__) || defined(__i386__)
-inline uint64_t ticks() {
-    unsigned aux;
-    return __builtin_ia32_rdtscp(&aux);
+inline uint64_t ticks_end() {
+    uint32_t lo, hi;
+    asm volatile("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+inline uint64_t ticks_begin() {
+    asm volatile("lfence" : : : "memory");
+    return ticks_end();
 }
 inline double ns_per_tick() {
     static const double rate = [] {
-        const uint64_t n0 = now_ns(), t0 = ticks();
+        const uint64_t n0 = now_ns(), t0 = ticks_begin();
         uint64_t n1 = n0;
         while (n1 - n0 < 20000000) n1 = now_ns();
-        const uint64_t t1 = ticks();
+        const uint64_t t1 = ticks_begin();
         return t1 > t0 ? static_cast<double>(n1 - n0) / static_cast<double>(t1 - t0) : 0.0;
     }();
     return rate;
 }
 #else
-inline uint64_t ticks() { return now_ns(); }
+inline uint64_t ticks_begin() { return now_ns(); }
+inline uint64_t ticks_end() { return now_ns(); }
 inline double ns_per_tick() { return 1.0; }
 #endif
 
@@ -126,9 +146,9 @@ inline double timed_loop(State& state, Samples& s, uint64_t every, Op&& op) {
     const uint64_t begin = now_ns();
     for (auto _ : state) {
         if ((i++ & mask) == 0) {
-            const uint64_t t0 = ticks();
+            const uint64_t t0 = ticks_begin();
             op();
-            s.add(static_cast<uint64_t>(static_cast<double>(ticks() - t0) * rate));
+            s.add(static_cast<uint64_t>(static_cast<double>(ticks_end() - t0) * rate));
         } else {
             op();
         }

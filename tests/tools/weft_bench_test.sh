@@ -6,6 +6,8 @@
 #   - a run of every test writes a table, JSON (valid: python3 -m json.tool),
 #     CSV and SVG whose rows are the table's rows, field for field; every
 #     row expected is there, with min <= median <= max and p99 <= p99.9 <= max;
+#   - --sample-every 4 times 1 latency iteration in 4 (and the bandwidth
+#     rows every one): iters counts the timed ones;
 #   - --rank-sweep repeats the collective rows at 2, 4, ... ranks, then N;
 #   - -t fault under weft-run --fault kill: a row of the 2 survivors' notice
 #     times; without the armed fault point, exit 2;
@@ -27,7 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "== command line"
 bash "$HERE/../mp/cli_test.sh" "$BENCH" || fail=1
 for bad in "-m 3:8" "-m 8:4" "-m 1:8388608" "-m 8" "-i 0" "-i x" "-x -1" "-W 0" "-t put,nosuch" "--plot x.pdf" \
-           "--compare nosuch" "--json" "--json /nonexistent/r.json" "--csv /nonexistent/r.csv" \
+           "--compare nosuch" "--sample-every 0" "--sample-every 1025" "--json" "--json /nonexistent/r.json" "--csv /nonexistent/r.csv" \
            "--plot /nonexistent/r.svg"; do
     # shellcheck disable=SC2086
     timeout 20 "$BENCH" $bad >"$tmp/out" 2>"$tmp/err"
@@ -106,6 +108,19 @@ print('ok   table, JSON and CSV rows agree (%d rows), every row expected is ther
 sys.exit(1 if fail else 0)
 PY
 check "rows: table = JSON = CSV, complete, ordered" 0 $?
+
+echo "== --sample-every 4: the latency rows time 1 iteration in 4"
+timeout 60 "$RUN" --timeout 50 -n "$RANKS" --transport "$TRANSPORT" "$BENCH" --sample-every 4 -t put,fadd,put_bw \
+    -m 8:8 -i 40 -x 4 -W 8 --json "$tmp/e.json" >"$tmp/etable" 2>"$tmp/eerr"
+check "weft-bench --sample-every 4 exits 0" 0 $?
+python3 - "$tmp/e.json" <<'PY'
+import json, sys
+got = {r['op']: r['iters'] for r in json.load(open(sys.argv[1]))['rows']}
+want = {'put': 10, 'fadd': 10, 'put_bw': 40}
+print('ok   iters %s' % got if got == want else 'FAIL --sample-every 4: iters %s, expected %s' % (got, want))
+sys.exit(0 if got == want else 1)
+PY
+check "--sample-every 4: 1 timed iteration in 4 for put and fadd, every one for put_bw" 0 $?
 
 echo "== --rank-sweep: the collective rows at 2 ranks, then at all"
 timeout 60 "$RUN" --timeout 50 -n "$RANKS" --transport "$TRANSPORT" "$BENCH" --rank-sweep -t barrier,allreduce,comm \

@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
     s.nic = s.caps.atomics == WEFT_ATOMICS_HARDWARE;
 
     // Rank 0's parameters for everyone.
-    s.p = {opt.iterations, opt.warmup, opt.window, opt.min_size, opt.max_size, opt.tests, opt.rank_sweep ? 1u : 0u};
+    s.p = {opt.iterations, opt.warmup,       opt.window, opt.min_size,
+           opt.max_size,   opt.sample_every, opt.tests,  opt.rank_sweep ? 1u : 0u};
     check(s, weft_bcast(s.world, &s.p, sizeof s.p, WEFT_BYTE, 0), "broadcasting the parameters");
     s.slot_bytes = std::max<uint64_t>(s.p.max_size, 1u << 20);
     s.pattern.resize(s.p.max_size + 251);

@@ -28,6 +28,8 @@ void usage(std::FILE* out) {
         "  -i N              timed iterations per row (default 1000; rows above 64 KiB scale it down)\n"
         "  -x N              warm-up iterations per row, not timed (default 100)\n"
         "  -W N              outstanding operations in the bandwidth rows (default 64)\n"
+        "  --sample-every N  the latency rows time 1 iteration in N (default 1: every one, as perftest);\n"
+        "                    the rest run untimed, as bench/'s Google Benchmark p50 (N = 16) does\n"
         "  -t LIST           comma-separated tests (default all but fault): put,get,fadd,cswap,swap,am,\n"
         "                    send,put_bw,am_bw,send_bw,barrier,bcast,allreduce,allgather,comm,group,drain,\n"
         "                    fault (kills a rank: weft-run --keep-survivors --fault\n"
@@ -166,6 +168,9 @@ Options parse_options(int argc, char** argv) {
         } else if (!std::strcmp(a, "-W")) {
             o.window = parse_count(a, value(), 1);
             if (o.window > 4096) bad(a, "at most 4096", v);
+        } else if (!std::strcmp(a, "--sample-every")) {
+            o.sample_every = parse_count(a, value(), 1);
+            if (o.sample_every > 1024) bad(a, "at most 1024", v);
         } else if (!std::strcmp(a, "-m")) {
             const char* s = value();
             const char* colon = std::strchr(s, ':');

@@ -40,7 +40,8 @@ constexpr uint64_t max_message = 4ull << 20;  // 4 MiB, the issue's upper bound
 struct Options {
     uint64_t iterations = 1000;
     uint64_t warmup = 100;
-    uint64_t window = 64;  // outstanding operations in the bandwidth rows
+    uint64_t window = 64;       // outstanding operations in the bandwidth rows
+    uint64_t sample_every = 1;  // the latency rows time 1 iteration in this many
     uint64_t min_size = 1, max_size = max_message;
     uint32_t tests = ((1u << t_count) - 1) & ~(1u << t_fault);  // a bit per Test
     std::string json, csv, plot;

@@ -86,12 +86,12 @@ void put_pingpong(Session& s, uint64_t size, Row* out) {
     if (s.rank > 1) return;
     const uint32_t peer = s.rank == 0 ? 1 : 0;
     Samples smp;
-    Stopwatch sw(smp, warm);
+    Stopwatch sw(smp, warm, 1, s.p.sample_every);
     for (uint64_t it = 0; it < total; ++it) {
         const uint64_t off = slot(s, it), seq = it + 1;
         const uint8_t* m = s.pat(seq);
         if (s.rank == 0) {
-            sw.start();
+            sw.start(it);
             notify_put(s, peer, off, m, size, seq);
             wait_for(
                 s, [&] { return noticed(s, off, m, size, seq); }, "rank 1's put");
@@ -119,9 +119,9 @@ void get_latency(Session& s, uint64_t size, Row* out) {
     if (s.rank == 0) {
         std::vector<uint8_t> dst(size, 0);
         Samples smp;
-        Stopwatch sw(smp, warm);
+        Stopwatch sw(smp, warm, 1, s.p.sample_every);
         for (uint64_t it = 0; it < total; ++it) {
-            sw.start();
+            sw.start(it);
             check(s, weft_get(s.win, 1, slot(s, it), dst.data(), size), "weft_get");
             sw.lap(it);
             verify(s, dst.data(), s.pat(1 + (it & 1)), size, "get", it);
@@ -140,12 +140,12 @@ void atomic_latency(Session& s, Atomic kind, Row* out) {
     check(s, weft_barrier(s.world), "barrier");
     if (s.rank == 0) {
         Samples smp;
-        Stopwatch sw(smp, warm);
+        Stopwatch sw(smp, warm, 1, s.p.sample_every);
         const char* name = kind == Atomic::fadd ? "fadd" : kind == Atomic::cswap ? "cswap" : "swap";
         for (uint64_t it = 0; it < total; ++it) {
             uint64_t old = 0, want = 0;
             weft_status_t st = WEFT_OK;
-            sw.start();
+            sw.start(it);
             switch (kind) {
                 case Atomic::fadd:
                     st = weft_atomic_fetch_add(s.win, 1, fadd_off, 1, &old);
@@ -190,9 +190,9 @@ void am_pingpong(Session& s, uint64_t size, Row* out) {
     check(s, weft_barrier(s.world), "barrier");
     if (s.rank == 0) {
         Samples smp;
-        Stopwatch sw(smp, warm);
+        Stopwatch sw(smp, warm, 1, s.p.sample_every);
         for (uint64_t it = 0; it < total; ++it) {
-            sw.start();
+            sw.start(it);
             check(s, weft_am_send(s.ctx, 1, am_ping, s.pat(it + 1), size), "weft_am_send");
             wait_for(
                 s, [&] { return s.pongs > it; }, "rank 1's reply message");
@@ -217,11 +217,11 @@ void send_pingpong(Session& s, uint64_t size, Row* out) {
     weft_msg_status_t st{};
     const uint32_t peer = s.rank == 0 ? 1 : 0;
     Samples smp;
-    Stopwatch sw(smp, warm);
+    Stopwatch sw(smp, warm, 1, s.p.sample_every);
     for (uint64_t it = 0; it < total; ++it) {
         const uint8_t* m = s.pat(it + 1);
         if (s.rank == 0) {
-            sw.start();
+            sw.start(it);
             check(s, weft_send(s.world, m, size, WEFT_BYTE, peer, tag), "weft_send");
             check(s, weft_recv(s.world, rbuf.data(), size, WEFT_BYTE, static_cast<int32_t>(peer), tag, &st),
                   "weft_recv");
