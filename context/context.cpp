@@ -10,8 +10,10 @@
 #include "ckpt/layer.hpp"
 #include "drain/layer.hpp"
 #include "group/layer.hpp"
+#include "transport/bootstrap/bootstrap.hpp"
 #include "transport/runtime.hpp"
 
+#include <weft/bootstrap.h>
 #include <weft/comm.h>
 
 #include <cstring>
@@ -80,7 +82,12 @@ Status tear_down(Runtime& rt) {
 
 extern "C" {
 
-weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t* provided, weft_context_t* ctx_out) {
+namespace {
+
+// weft_init_thread, with the bootstrap given (weft_init_with_bootstrap) or
+// the environment's (ops null).
+weft_status_t init_context(const weft_bootstrap_ops_t* ops, weft_thread_level_t required, weft_thread_level_t* provided,
+                           weft_context_t* ctx_out) {
     if (!ctx_out) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init: ctx_out is NULL");
     int level;  // read as an int: a C caller may pass any value, not loadable as the enum
     std::memcpy(&level, &required, sizeof level);
@@ -88,6 +95,12 @@ weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t
         return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init_thread: unknown thread level %d", level);
     return guarded([&]() -> Status {
         auto rt = std::make_unique<Runtime>();
+        if (ops) {
+            std::unique_ptr<weft::Bootstrap> b;
+            Status st = weft::make_external_bootstrap(*ops, b);
+            if (st != WEFT_OK) return st;
+            rt->preset_bootstrap(std::move(b));
+        }
         Status st = weft::context::bring_up(*rt, required == WEFT_THREAD_MULTIPLE);
         if (st != WEFT_OK) return st;
         auto c = std::make_unique<weft_context>();
@@ -96,6 +109,18 @@ weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t
         *ctx_out = c.release();
         return WEFT_OK;
     });
+}
+
+}  // namespace
+
+weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t* provided, weft_context_t* ctx_out) {
+    return init_context(nullptr, required, provided, ctx_out);
+}
+
+weft_status_t weft_init_with_bootstrap(const weft_bootstrap_ops_t* ops, weft_thread_level_t required,
+                                       weft_thread_level_t* provided, weft_context_t* ctx_out) {
+    if (!ops) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_init_with_bootstrap: ops is NULL");
+    return init_context(ops, required, provided, ctx_out);
 }
 
 weft_status_t weft_init(weft_context_t* ctx_out) { return weft_init_thread(WEFT_THREAD_SERIALIZED, nullptr, ctx_out); }

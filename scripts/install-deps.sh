@@ -6,7 +6,8 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# mpich is for bench/run_mpi_compare.sh only; Open MPI keeps the mpirun/mpicc
+# mpich is for bench/run_mpi_compare.sh and examples/mpi_bootstrap.c (built
+# with mpicc.mpich, run under mpiexec.mpich); Open MPI keeps the mpirun/mpicc
 # alternatives (Debian gives it priority 50 against MPICH's 40), which the
 # PMIx tests use.
 $SUDO apt-get install -y -qq --no-install-recommends \

@@ -59,7 +59,8 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     // pidfd_getfd) even where Yama restricts ptrace to descendants.
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 
-    Status st = make_bootstrap(bootstrap_);
+    // A bootstrap handed in (weft_init_with_bootstrap) wins over the environment's.
+    Status st = bootstrap_ ? WEFT_OK : make_bootstrap(bootstrap_);
     if (st != WEFT_OK) return st;
     job_ = bootstrap_->job();
     rank_ = bootstrap_->rank();

@@ -53,6 +53,8 @@ public:
     uint32_t peer_of_universe(uint32_t u) const { return universe_to_peer_[u]; }
     uint32_t self_universe() const { return peers_[rank_].universe_index; }
     Bootstrap& bootstrap() { return *bootstrap_; }
+    // Before init: use this bootstrap instead of the environment's.
+    void preset_bootstrap(std::unique_ptr<Bootstrap> b) { bootstrap_ = std::move(b); }
     Backend& backend() { return *backend_; }
     weft_window* state_window() { return state_window_; }
     uint64_t timeout_ns() const { return timeout_ns_; }

@@ -5,6 +5,7 @@
  * first failed check.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <weft/bootstrap.h>
 #include <weft/ckpt.h>
 #include <weft/comm.h>
 #include <weft/drain.h>

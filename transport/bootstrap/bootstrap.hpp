@@ -1,6 +1,7 @@
 // bootstrap.hpp — start-up exchange between the processes of a launch.
 //
-// Three sources, chosen from the environment at init:
+// Three sources chosen from the environment at init, and a fourth handed in
+// (weft_init_with_bootstrap, external.cpp: the caller's all-gather):
 //   weft-run  (WEFT_BOOTSTRAP=unix:@NAME, or unix:/PATH under --hosts, +
 //             WEFT_SECRET): a Unix socket to the
 //             launcher, which gathers and redistributes contributions;
@@ -13,6 +14,8 @@
 
 #include "transport/bootstrap/wire.hpp"
 #include "transport/common.hpp"
+
+#include <weft/bootstrap.h>
 
 #include <functional>
 #include <memory>
@@ -88,6 +91,8 @@ Status make_bootstrap(std::unique_ptr<Bootstrap>& out);
 Status make_socket_bootstrap(std::unique_ptr<Bootstrap>& out);
 Status make_pmix_bootstrap(std::unique_ptr<Bootstrap>& out);  // UNSUPPORTED without PMIx
 std::unique_ptr<Bootstrap> make_singleton_bootstrap();
+// The caller's all-gather (weft/bootstrap.h); INVALID_ARG for bad ops.
+Status make_external_bootstrap(const weft_bootstrap_ops_t& ops, std::unique_ptr<Bootstrap>& out);
 
 // Parse "4,2" into job sizes; false on anything else.
 bool parse_job_sizes(const char* text, std::vector<uint32_t>& out);
