@@ -8,9 +8,9 @@ cf=$(command -v clang-format-14 || command -v clang-format || true)
 [ -n "$cf" ] || { echo "format.check: skipped: clang-format is not installed (apt-get install clang-format-14)"; exit 77; }
 cd "$src" || exit 1
 mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.c' 2>/dev/null |
-  grep -E "^(transport|group|drain|ckpt|context|include|tools|bench|tests|examples)/")
+  grep -E "^(transport|group|drain|ckpt|context|mpi|include|tools|bench|tests|examples)/")
 if [ "${#files[@]}" = 0 ]; then  # not a git checkout: every file under the folders
-  mapfile -t files < <(find transport group drain ckpt context include tools bench tests examples \
+  mapfile -t files < <(find transport group drain ckpt context mpi include tools bench tests examples \
     -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.c')
 fi
 if ! "$cf" --dry-run --Werror "${files[@]}" 2>"${TMPDIR:-/tmp}/format-check.$$"; then

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# inflight_test.sh KIND LAUNCHER INFLIGHT LIB — messages in transit at a
+# drain (tests/mpi/inflight.c, 3 ranks, under libweft-mpi):
+#   1. rank 1 must report its 16 messages in the layer's buffer at the
+#      drain's quiescent point, and receive them after it in order (the
+#      program checks payloads, tags, sources, counts; exit 0, "ok");
+#   2. with "ssend", MPI_Ssend is refused at call time: the job fails and
+#      stderr names the call.
+set -u
+KIND=${1:?usage: inflight_test.sh openmpi|mpich LAUNCHER INFLIGHT LIB}
+LAUNCHER=${2:?} PROG=${3:?} LIB=${4:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/launch.sh"
+MPI_ENV=()
+failed=0
+fail() { echo "FAIL inflight_test ($KIND): $*"; failed=1; }
+
+mpi_launch "$KIND" "$LAUNCHER" 3 "$LIB" "$tmp/run" "$PROG"
+rc=$?
+[ $rc = 0 ] || fail "the job exited $rc (124: timed out)"
+grep -q "16 messages across a drain: ok" "$tmp/run" || fail "the program's checks failed"
+grep -q "rank 1: at drain 1's quiescent point: 16 MPI message(s)" "$tmp/run.err" ||
+    fail "rank 1 did not hold the 16 messages at the quiescent point (the drain did not take them out of MPI)"
+[ $failed = 0 ] && echo "ok   16 messages buffered by the drain on a sub-communicator, received after it in order"
+[ $failed = 0 ] || { cat "$tmp/run" "$tmp/run.err"; }
+
+mpi_launch "$KIND" "$LAUNCHER" 3 "$LIB" "$tmp/ssend" "$PROG" ssend
+rc=$?
+if [ $rc = 0 ] || [ $rc = 124 ]; then
+    fail "a program calling MPI_Ssend exited $rc under the layer (refused calls must fail at once)"
+elif ! grep -q "MPI_Ssend is not supported by weft-mpi" "$tmp/ssend.err"; then
+    fail "the refusal does not name MPI_Ssend"; cat "$tmp/ssend.err"
+else
+    echo "ok   MPI_Ssend refused at call time (exit $rc), the call named"
+fi
+exit $failed

@@ -1,0 +1,109 @@
+/*
+ * ring.c — an MPI program written here, nothing of weft in it: what
+ * libweft-mpi must drain without changing its result (tests/mpi/
+ * drain_signal_test.sh).
+ *
+ *   mpiexec -n 4 mpi_ring [STEPS]
+ *
+ * Every step: a ring exchange with Irecv/Isend/Waitall, an Allreduce, and a
+ * Sendrecv with a partner on a duplicate of MPI_COMM_WORLD; every 16th step
+ * a Bcast on a split communicator and a Barrier; every 32nd step rank 0
+ * sends rank N-1 a message it receives only 16 steps later (in flight
+ * across drains). All arithmetic is on unsigned 64-bit integers, so the
+ * checksum does not depend on the order in which a reduction adds: a run
+ * under the layer (which runs collectives in their non-blocking forms)
+ * must print exactly the checksum of a run without it.
+ *
+ * With WEFT_MPI_TEST_PIDDIR set, each rank writes its pid to DIR/pid.RANK
+ * once MPI_Init has returned (the test signals those processes).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { WIDTH = 64 };
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int steps = argc > 1 ? atoi(argv[1]) : 2000;
+    const char* dir = getenv("WEFT_MPI_TEST_PIDDIR");
+    if (dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/pid.%d", dir, rank);
+        FILE* f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "%ld\n", (long)getpid());
+            fclose(f);
+        }
+    }
+    MPI_Comm half, twin;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    MPI_Comm_dup(MPI_COMM_WORLD, &twin);
+
+    uint64_t field[WIDTH], in[WIDTH], checksum = 0;
+    for (int i = 0; i < WIDTH; ++i) field[i] = (uint64_t)(rank + 1) * 1000003u + (uint64_t)i;
+    const int right = (rank + 1) % size, left = (rank + size - 1) % size, partner = rank ^ 1;
+    uint64_t in_flight = 0;
+    const struct timespec pause = {0, 100000}; /* 0.1 ms of "compute" per step */
+
+    for (int s = 0; s < steps; ++s) {
+        MPI_Request reqs[2];
+        MPI_Irecv(in, WIDTH, MPI_UINT64_T, left, s % 7, MPI_COMM_WORLD, &reqs[0]);
+        MPI_Isend(field, WIDTH, MPI_UINT64_T, right, s % 7, MPI_COMM_WORLD, &reqs[1]);
+        MPI_Status sts[2]; /* not MPI_STATUSES_IGNORE: GCC 12 flags it in MPICH's header */
+        MPI_Waitall(2, reqs, sts);
+        uint64_t local = 0;
+        for (int i = 0; i < WIDTH; ++i) {
+            field[i] = field[i] * 31u + in[i] + (uint64_t)s;
+            local += field[i];
+        }
+        uint64_t global = 0;
+        MPI_Allreduce(&local, &global, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        checksum = checksum * 1099511628211u ^ global;
+        if (partner < size) {
+            uint64_t mine = global + (uint64_t)rank, theirs = 0;
+            MPI_Status st;
+            MPI_Sendrecv(&mine, 1, MPI_UINT64_T, partner, 5, &theirs, 1, MPI_UINT64_T, partner, 5, twin, &st);
+            if (st.MPI_SOURCE != partner || theirs != global + (uint64_t)partner) {
+                fprintf(stderr, "ring rank %d: step %d: Sendrecv got %llu from %d\n", rank, s,
+                        (unsigned long long)theirs, st.MPI_SOURCE);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        }
+        if (s % 16 == 0) {
+            uint64_t v = rank == 0 || rank == 1 ? checksum : 0;
+            MPI_Bcast(&v, 1, MPI_UINT64_T, 0, half);
+            checksum ^= v >> 7;
+            MPI_Barrier(twin);
+        }
+        if (size > 1 && s % 32 == 0 && rank == 0) {
+            const uint64_t v = checksum;
+            MPI_Send(&v, 1, MPI_UINT64_T, size - 1, 100 + s, MPI_COMM_WORLD);
+        }
+        if (size > 1 && s % 32 == 16 && rank == size - 1) {
+            MPI_Status st;
+            MPI_Recv(&in_flight, 1, MPI_UINT64_T, 0, 100 + s - 16, MPI_COMM_WORLD, &st);
+            if (st.MPI_TAG != 100 + s - 16) {
+                fprintf(stderr, "ring rank %d: step %d: tag %d\n", rank, s, st.MPI_TAG);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+            checksum += in_flight;
+        }
+        nanosleep(&pause, NULL);
+    }
+    uint64_t all = 0;
+    MPI_Allreduce(&checksum, &all, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
+    if (rank == 0) printf("ring: %d ranks, %d steps, checksum %016llx\n", size, steps, (unsigned long long)all);
+    MPI_Comm_free(&half);
+    MPI_Comm_free(&twin);
+    MPI_Finalize();
+    return 0;
+}
