@@ -113,7 +113,7 @@ Drain::Drain(Runtime& rt, group::DrainPort& port) : rt_(rt), port_(port), win_(r
     // and a pipe for the report (both inherited).
     trigger_fd_ = std::getenv("WEFT_DRAIN_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_FD", 0)) : -1;
     report_fd_ = std::getenv("WEFT_DRAIN_REPORT_FD") ? static_cast<int>(env_u64("WEFT_DRAIN_REPORT_FD", 0)) : -1;
-    port_.set_hooks(group::DrainPort::Hooks{this, on_commit});
+    port_.set_hooks(group::DrainPort::Hooks{this, on_commit, on_slots_learned});
     const std::string mode = env_string("WEFT_DRAIN_MODE", "polling");
     blocking_ = mode == "blocking";
     if (!blocking_ && mode != "polling")
@@ -998,6 +998,19 @@ void Drain::log_unconverged(uint64_t attempt) {
 
 // --------------------------------------------------- commit_begin's slow path
 void Drain::on_commit(void* arg, Comm& c) { static_cast<Drain*>(arg)->commit(c); }
+void Drain::on_slots_learned(void* arg, Comm& c) { static_cast<Drain*>(arg)->slots_learned(c); }
+
+// c's clock moved (its first collective, the slot exchange) without the
+// targets of an attempt that pushed them before c's slots were known: raise
+// them to where it is, on every member (each member does it, so the
+// highest wins), or the attempt waits for a target that never comes.
+void Drain::slots_learned(Comm& c) {
+    const uint64_t attempt = port_.drain_active().load(std::memory_order_acquire);
+    if (attempt == 0 || phase_.load(std::memory_order_acquire) != phase_collective) return;
+    const uint64_t seq = sw_.at(clock_off(c.slot, WEFT_STATE_CLOCK_SEQ)).load(std::memory_order_acquire);
+    const uint64_t target = sw_.at(clock_off(c.slot, WEFT_STATE_CLOCK_TARGET)).load(std::memory_order_acquire);
+    if ((seq & value_mask) > target_of(target, attempt)) raise(c, seq, attempt);
+}
 
 bool Drain::all_at_target(uint64_t attempt) {
     const uint64_t hi = sw_.at(status_off(WEFT_STATE_DRAIN_SLOTS_HI)).load();

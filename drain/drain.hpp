@@ -75,6 +75,8 @@ private:
 
     // commit_begin's slow path (application threads, inside an entry).
     static void on_commit(void* arg, group::Comm& c);
+    static void on_slots_learned(void* arg, group::Comm& c);
+    void slots_learned(group::Comm& c);
     void commit(group::Comm& c);
     bool all_at_target(uint64_t attempt);
     void log_unconverged(uint64_t attempt);

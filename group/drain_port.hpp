@@ -57,10 +57,19 @@ public:
     // While `active` is nonzero, commit_begin calls `commit` instead of
     // counting by itself: the drain decides whether this collective may
     // start (and raises targets); `commit` increments seq before returning.
+    // `slots_learned` runs, while `active` is nonzero, when a new
+    // communicator has just learned its members' clock slots (its first
+    // collective, create_from_ranks): its clock passed the targets an
+    // attempt may already have pushed, so the drain raises them.
     struct Hooks {
         void* arg = nullptr;
         void (*commit)(void* arg, Comm& c) = nullptr;
+        void (*slots_learned)(void* arg, Comm& c) = nullptr;
     };
+    void slots_learned(Comm& c) {
+        if (c.clock && drain_active_.load(std::memory_order_acquire) != 0 && hooks_.slots_learned)
+            hooks_.slots_learned(hooks_.arg, c);
+    }
     void set_hooks(Hooks h) { hooks_ = h; }
     std::atomic<uint64_t>& drain_active() { return drain_active_; }
     // The clock records of every live communicator with a slot: where each

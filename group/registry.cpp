@@ -158,6 +158,7 @@ Status Registry::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
                          "communicator creation: a member has no free clock slot (%u communicators live)",
                          WEFT_STATE_COMM_SLOTS);
     c.slots_known = true;
+    eng_.drain_port().slots_learned(c);
     return WEFT_OK;
 }
 

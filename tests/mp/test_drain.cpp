@@ -392,6 +392,33 @@ TEST_F(DrainTest, DupWhileADrainIsPending) {
     ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
 }
 
+// A clock made during the collective phase gets that attempt's target. An
+// external stack's clock (weft_drain_clock_create) learns its members'
+// slots in its first collective; rank 0 starts one and waits inside it for
+// the others, rank 1 asks for a drain, and once it has started every other
+// rank makes the clock too. Its seq reaches 1 after the attempt pushed the
+// targets: its members must raise its target to 1, or the attempt can never
+// converge and the drain needs a second one, 5 s later (found under
+// libweft-mpi: the first drain of tests/mpi/ring.c under MPICH took 5.1 s
+// every time, a clock "at 1, finished 1, target 0" on two ranks).
+TEST_F(DrainTest, AClockMadeDuringTheCollectivePhaseGetsItsTarget) {
+    if (size < 2) GTEST_SKIP() << "needs 2 ranks";
+    const uint64_t before = drain_phase();
+    std::vector<uint32_t> all(size);
+    for (uint32_t r = 0; r < size; ++r) all[r] = r;
+    weft_drain_clock_t clock = nullptr;
+    if (rank != 0) {
+        sleep_ms(300);  // rank 0 is inside the clock's creation by now
+        request(1);
+        await_drain_start(before);
+    }
+    ASSERT_EQ(weft_drain_clock_create(ctx, all.data(), size, 4242, &clock), WEFT_OK);
+    const weft_drain_result_t res = wait_drain();
+    EXPECT_EQ(res.attempts, 1u) << "the new clock had no target in the first attempt";
+    expect_clocks_agree({world()});
+    ASSERT_EQ(weft_drain_clock_free(&clock), WEFT_OK);
+}
+
 // Two communicators with the same members keep separate clocks: used in
 // different orders on different ranks, each converges to its own count.
 TEST_F(DrainTest, SameMembershipCommunicatorsKeepSeparateClocks) {
