@@ -572,6 +572,46 @@ int MPI_Scatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, in
     COLLECTIVE("MPI_Scatter", comm, PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, &req_));
 }
 
+int MPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
+                   const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
+    COLLECTIVE("MPI_Allgatherv", comm,
+               PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, &req_));
+}
+
+int MPI_Alltoallv(const void* sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void* rbuf,
+                  const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm) {
+    COLLECTIVE("MPI_Alltoallv", comm,
+               PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, &req_));
+}
+
+int MPI_Gatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[], const int displs[],
+                MPI_Datatype rtype, int root, MPI_Comm comm) {
+    COLLECTIVE("MPI_Gatherv", comm,
+               PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, &req_));
+}
+
+int MPI_Scatterv(const void* sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void* rbuf, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm) {
+    COLLECTIVE("MPI_Scatterv", comm,
+               PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, &req_));
+}
+
+int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    COLLECTIVE("MPI_Reduce_scatter", comm, PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, &req_));
+}
+
+int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    COLLECTIVE("MPI_Reduce_scatter_block", comm, PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, &req_));
+}
+
+int MPI_Scan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    COLLECTIVE("MPI_Scan", comm, PMPI_Iscan(sbuf, rbuf, count, type, op, comm, &req_));
+}
+
+int MPI_Exscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    COLLECTIVE("MPI_Exscan", comm, PMPI_Iexscan(sbuf, rbuf, count, type, op, comm, &req_));
+}
+
 /* --------------------------------------------------- point-to-point */
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
     ENTER();
@@ -681,11 +721,99 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* st) {
     return rc;
 }
 
+/* The handles of a request array before a call that may free some: the
+ * completed ones are counted by their handle afterwards. */
+typedef struct {
+    MPI_Request small[16];
+    MPI_Request* all;
+} handles_t;
+static void handles_save(handles_t* h, int count, const MPI_Request reqs[]) {
+    h->all = count <= 16 ? h->small : malloc((size_t)count * sizeof *h->all);
+    if (!h->all) {
+        fprintf(stderr, "weft-mpi rank %d: no memory for %d request handles\n", world_rank, count);
+        abort_job();
+    }
+    memcpy(h->all, reqs, (size_t)count * sizeof *h->all);
+}
+static void handles_done(handles_t* h) {
+    if (h->all != h->small) free(h->all);
+}
+static void completed_at(const handles_t* h, int index) {
+    if (index != MPI_UNDEFINED && h->all[index] != MPI_REQUEST_NULL) completed(h->all[index]);
+}
+
+int MPI_Testall(int count, MPI_Request reqs[], int* flag, MPI_Status sts[]) {
+    ENTER();
+    handles_t h;
+    handles_save(&h, count, reqs);
+    const int rc = PMPI_Testall(count, reqs, flag, sts);
+    if (rc == MPI_SUCCESS && *flag)
+        for (int i = 0; i < count; ++i) completed_at(&h, i);
+    handles_done(&h);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Testany(int count, MPI_Request reqs[], int* index, int* flag, MPI_Status* st) {
+    ENTER();
+    handles_t h;
+    handles_save(&h, count, reqs);
+    const int rc = PMPI_Testany(count, reqs, index, flag, st);
+    if (rc == MPI_SUCCESS && *flag) completed_at(&h, *index);
+    handles_done(&h);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* st) {
+    ENTER();
+    handles_t h;
+    handles_save(&h, count, reqs);
+    int rc, flag = 0;
+    for (;;) {
+        rc = PMPI_Testany(count, reqs, index, &flag, st);
+        if (rc != MPI_SUCCESS || flag) break;
+        YIELD();
+    }
+    if (rc == MPI_SUCCESS) completed_at(&h, *index);
+    handles_done(&h);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Testsome(int count, MPI_Request reqs[], int* outcount, int indices[], MPI_Status sts[]) {
+    ENTER();
+    handles_t h;
+    handles_save(&h, count, reqs);
+    const int rc = PMPI_Testsome(count, reqs, outcount, indices, sts);
+    if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
+        for (int i = 0; i < *outcount; ++i) completed_at(&h, indices[i]);
+    handles_done(&h);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Waitsome(int count, MPI_Request reqs[], int* outcount, int indices[], MPI_Status sts[]) {
+    ENTER();
+    handles_t h;
+    handles_save(&h, count, reqs);
+    int rc;
+    for (;;) {
+        rc = PMPI_Testsome(count, reqs, outcount, indices, sts);
+        if (rc != MPI_SUCCESS || *outcount != 0) break; /* some completed, or MPI_UNDEFINED: none active */
+        YIELD();
+    }
+    if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
+        for (int i = 0; i < *outcount; ++i) completed_at(&h, indices[i]);
+    handles_done(&h);
+    LEAVE();
+    return rc;
+}
+
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
     ENTER();
-    MPI_Request small[16];
-    MPI_Request* handles = count <= 16 ? small : malloc((size_t)count * sizeof *handles);
-    memcpy(handles, reqs, (size_t)count * sizeof *handles);
+    handles_t h;
+    handles_save(&h, count, reqs);
     int rc;
     for (;;) {
         int done = 0;
@@ -695,9 +823,8 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
         YIELD();
     }
     if (rc == MPI_SUCCESS)
-        for (int i = 0; i < count; ++i)
-            if (handles[i] != MPI_REQUEST_NULL) completed(handles[i]);
-    if (handles != small) free(handles);
+        for (int i = 0; i < count; ++i) completed_at(&h, i);
+    handles_done(&h);
     LEAVE();
     return rc;
 }
@@ -760,26 +887,6 @@ int MPI_Send_init(const void* b, int c, MPI_Datatype t, int d, int g, MPI_Comm m
 int MPI_Recv_init(void* b, int c, MPI_Datatype t, int s, int g, MPI_Comm m, MPI_Request* r) {
     (void)b, (void)c, (void)t, (void)s, (void)g, (void)m, (void)r;
     return refuse("MPI_Recv_init");
-}
-int MPI_Waitany(int n, MPI_Request r[], int* i, MPI_Status* s) {
-    (void)n, (void)r, (void)i, (void)s;
-    return refuse("MPI_Waitany");
-}
-int MPI_Waitsome(int n, MPI_Request r[], int* o, int i[], MPI_Status s[]) {
-    (void)n, (void)r, (void)o, (void)i, (void)s;
-    return refuse("MPI_Waitsome");
-}
-int MPI_Testany(int n, MPI_Request r[], int* i, int* f, MPI_Status* s) {
-    (void)n, (void)r, (void)i, (void)f, (void)s;
-    return refuse("MPI_Testany");
-}
-int MPI_Testall(int n, MPI_Request r[], int* f, MPI_Status s[]) {
-    (void)n, (void)r, (void)f, (void)s;
-    return refuse("MPI_Testall");
-}
-int MPI_Testsome(int n, MPI_Request r[], int* o, int i[], MPI_Status s[]) {
-    (void)n, (void)r, (void)o, (void)i, (void)s;
-    return refuse("MPI_Testsome");
 }
 int MPI_Request_free(MPI_Request* r) {
     (void)r;

@@ -5,8 +5,10 @@
  *
  *   mpiexec -n 4 mpi_ring [STEPS]
  *
- * Every step: a ring exchange with Irecv/Isend/Waitall, an Allreduce, and a
- * Sendrecv with a partner on a duplicate of MPI_COMM_WORLD; every 16th step
+ * Every step: a ring exchange with Irecv/Isend and Waitall, Waitany or
+ * Waitsome in turn, an Allreduce, and a Sendrecv with a partner on a
+ * duplicate of MPI_COMM_WORLD; every 8th step an Allgatherv and a Scan;
+ * every 16th step
  * a Bcast on a split communicator and a Barrier; every 32nd step rank 0
  * sends rank N-1 a message it receives only 16 steps later (in flight
  * across drains). All arithmetic is on unsigned 64-bit integers, so the
@@ -59,7 +61,17 @@ int main(int argc, char** argv) {
         MPI_Irecv(in, WIDTH, MPI_UINT64_T, left, s % 7, MPI_COMM_WORLD, &reqs[0]);
         MPI_Isend(field, WIDTH, MPI_UINT64_T, right, s % 7, MPI_COMM_WORLD, &reqs[1]);
         MPI_Status sts[2]; /* not MPI_STATUSES_IGNORE: GCC 12 flags it in MPICH's header */
-        MPI_Waitall(2, reqs, sts);
+        if (s % 3 == 0) {
+            MPI_Waitall(2, reqs, sts);
+        } else if (s % 3 == 1) {
+            for (int k = 0, index; k < 2; ++k) MPI_Waitany(2, reqs, &index, &sts[0]);
+        } else {
+            int done = 0, outcount, indices[2];
+            while (done < 2) {
+                MPI_Waitsome(2, reqs, &outcount, indices, sts);
+                done += outcount;
+            }
+        }
         uint64_t local = 0;
         for (int i = 0; i < WIDTH; ++i) {
             field[i] = field[i] * 31u + in[i] + (uint64_t)s;
@@ -77,6 +89,22 @@ int main(int argc, char** argv) {
                         (unsigned long long)theirs, st.MPI_SOURCE);
                 MPI_Abort(MPI_COMM_WORLD, 2);
             }
+        }
+        if (s % 8 == 4) {
+            uint64_t* every = malloc((size_t)size * sizeof *every);
+            int* counts = malloc((size_t)size * sizeof *counts);
+            int* displs = malloc((size_t)size * sizeof *displs);
+            for (int r = 0; r < size; ++r) counts[r] = 1, displs[r] = r;
+            MPI_Allgatherv(&local, 1, MPI_UINT64_T, every, counts, displs, MPI_UINT64_T, MPI_COMM_WORLD);
+            uint64_t prefix = 0;
+            MPI_Scan(&local, &prefix, 1, MPI_UINT64_T, MPI_SUM, twin);
+            uint64_t all = 0;
+            MPI_Allreduce(&prefix, &all, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
+            for (int r = 0; r < size; ++r) checksum += every[r] * (uint64_t)(r + 1);
+            checksum ^= all;
+            free(every);
+            free(counts);
+            free(displs);
         }
         if (s % 16 == 0) {
             uint64_t v = rank == 0 || rank == 1 ? checksum : 0;
