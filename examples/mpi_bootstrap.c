@@ -3,8 +3,8 @@
  * (weft/bootstrap.h), as an MPI stack or an MPI program links weft:
  * whatever launched MPI (MPICH's hydra, Open MPI's mpirun) launched weft.
  *
- *   mpiexec.mpich -n 3 build/examples/mpi_bootstrap_mpich
- *   mpirun.openmpi --oversubscribe -n 3 build/examples/mpi_bootstrap_openmpi
+ *   mpiexec.mpich -n 3 build/mpi/mpi_bootstrap_mpich
+ *   mpirun.openmpi --oversubscribe -n 3 build/mpi/mpi_bootstrap_openmpi
  *
  * weft's exchanges go through MPI_Iallgather on a duplicate of
  * MPI_COMM_WORLD, tested with MPI_Test while weft progresses its own

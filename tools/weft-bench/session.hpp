@@ -152,13 +152,15 @@ class Stopwatch {
 public:
     Stopwatch(Samples& samples, uint64_t warmup, uint64_t per = 1, uint64_t every = 1)
         : samples_(samples), warmup_(warmup), every_(every), scale_(bench::ns_per_tick() / static_cast<double>(per)) {}
-    // Iteration `it` starts now.
+    // Iteration `it` starts now. Whether it is timed is decided here, so
+    // nothing but the clock read stands between the operation and lap's.
     void start(uint64_t it = 0) {
-        if (it % every_ == 0) start_ = bench::ticks_begin();
+        timed_ = it % every_ == 0;
+        if (timed_) start_ = bench::ticks_begin();
     }
     // Iteration `it` ended now.
     void lap(uint64_t it) {
-        if (it % every_ != 0) return;
+        if (!timed_) return;
         const uint64_t t = bench::ticks_end();
         if (it >= warmup_) samples_.add(static_cast<uint64_t>(static_cast<double>(t - start_) * scale_));
     }
@@ -166,6 +168,7 @@ public:
 private:
     Samples& samples_;
     uint64_t warmup_, every_, start_ = 0;
+    bool timed_ = true;
     double scale_;
 };
 
