@@ -23,7 +23,8 @@
  *     the same communicator, so MPI's order is kept. An MPI_Irecv satisfied
  *     from the buffer returns a generalized request that is already
  *     complete, so the MPI_Wait/Test families report its status natively.
- * SIGUSR1 (to any rank, or forwarded by the launcher) asks for a drain;
+ * SIGUSR1 (to any rank, or forwarded by the launcher; WEFT_MPI_DRAIN_SIGNAL
+ * picks another) asks for a drain;
  * each rank prints its outcome and times on stderr ("weft-mpi: drain N").
  *
  * Calls that would break the drain's accounting and are not wrapped yet
@@ -34,6 +35,7 @@
 #define _GNU_SOURCE
 #include <weft/bootstrap.h>
 #include <weft/drain.h>
+#include <weft/mpi_layer.h>
 #include <weft/weft.h>
 
 #include <mpi.h>
@@ -62,6 +64,8 @@ static void abort_job(void) {
     nanosleep(&pause, NULL);
     PMPI_Abort(MPI_COMM_WORLD, 1);
 }
+
+static int refuse(const char* call);
 
 static void fail(const char* what, weft_status_t st) {
     fprintf(stderr, "weft-mpi rank %d: %s: %s\n", world_rank, what, weft_strerror(st));
@@ -158,21 +162,35 @@ static weft_drain_clock_t clock_of(MPI_Comm comm, const char* call) {
     return NULL;
 }
 
-/* The clock of a communicator just created from `parent` (-1: the world):
+/* A point-to-point call's communicator must be one the drain's buffer hook
+ * looks into; a message on any other could not be drained. The last hit
+ * is remembered: a program sends on one or two communicators at a time. */
+static int last_known = -1;
+static void known(MPI_Comm comm, const char* call) {
+    if (last_known >= 0 && last_known < ncomms && comms[last_known].comm == comm) return;
+    last_known = index_of(comm);
+    if (last_known < 0) (void)clock_of(comm, call);
+}
+
+/* The clock of a communicator just created from `parent` (-1: the world,
+ * -2: MPI_COMM_SELF):
  * collective over its members. Its tag needs no communication: every
  * member of the parent has made the same creations from it, in the same
  * order, so (parent's tag, how many so far) is the same on each. Members of
  * different split colours share the tag but not the member list. */
 static void adopt(MPI_Comm comm, int parent) {
+    /* Counted also where this rank got MPI_COMM_NULL (a split's
+     * MPI_UNDEFINED colour, a Cart_create's spare rank): the parent's
+     * members must agree on the count. */
+    int32_t tag = -parent; /* the roots: world 1, self 2 */
+    if (parent >= 0) {
+        const uint32_t h = (uint32_t)comms[parent].tag * 1000003u + ++comms[parent].created;
+        tag = (int32_t)(h & 0x7fffffffu);
+    }
     if (comm == MPI_COMM_NULL) return;
     if (ncomms == COMM_MAX) {
         fprintf(stderr, "weft-mpi rank %d: more than %d communicators\n", world_rank, COMM_MAX);
         abort_job();
-    }
-    int32_t tag = 1;
-    if (parent >= 0) {
-        const uint32_t h = (uint32_t)comms[parent].tag * 1000003u + ++comms[parent].created;
-        tag = (int32_t)(h & 0x7fffffffu);
     }
     pthread_mutex_lock(&mpi_lock); /* local calls, but MPI must not see two at once */
     int n = 0;
@@ -360,22 +378,62 @@ static uint64_t hook_buffer(void* arg) {
     return 0; /* every transfer MPI had for us is received now */
 }
 
+/* The program's own quiescent-point callback (weft/mpi_layer.h). */
+static pthread_mutex_t user_quiescent_lock = PTHREAD_MUTEX_INITIALIZER;
+static weft_drain_quiescent_fn user_quiescent;
+static void* user_quiescent_arg;
+
 /* At the quiescent point (the drain thread; no weft calls here). */
 static void on_quiescent(void* arg, const weft_drain_result_t* r) {
     (void)arg;
     fprintf(stderr, "weft-mpi rank %d: at drain %llu's quiescent point: %llu MPI message(s) in this rank's buffer\n",
             world_rank, (unsigned long long)r->drain, (unsigned long long)nbuffered);
+    pthread_mutex_lock(&user_quiescent_lock);
+    if (user_quiescent) user_quiescent(user_quiescent_arg, r);
+    pthread_mutex_unlock(&user_quiescent_lock);
 }
 
-/* ---------------------------------------------- drain on SIGUSR1 */
+/* ---------------------------------------------- drain on a signal */
 static int signal_pipe[2] = {-1, -1};
 static pthread_t signal_thread;
 
-static void on_sigusr1(int sig) {
-    (void)sig;
+/* The drain signal: SIGUSR1 unless WEFT_MPI_DRAIN_SIGNAL says USR2, a
+ * number, or none. MPICH's hydra run with -disable-auto-cleanup sends
+ * SIGUSR1 itself to tell the survivors of a rank's death; there, choose
+ * USR2. Whatever handler the MPI had for it still runs (chained).
+ *
+ * A launcher (Open MPI's mpirun, MPICH's hydra proxy, Slurm's step daemon)
+ * forwards a signal it gets to every rank it started, and those ranks'
+ * requests, raised about a drain's length apart, would each start a drain
+ * of their own (one not yet started is joined, one running is not). A
+ * signal sent by this process's parent is therefore taken as one forwarded
+ * to every rank, and world rank 0 alone asks; a signal from anyone else
+ * (a user's kill of one rank) is asked for by the rank that got it. */
+static int drain_signal;            /* 0: none */
+static struct sigaction mpi_action; /* the MPI's own, chained */
+
+static int drain_signal_from_env(void) {
+    const char* v = getenv("WEFT_MPI_DRAIN_SIGNAL");
+    if (!v || !*v || strcmp(v, "USR1") == 0 || strcmp(v, "SIGUSR1") == 0) return SIGUSR1;
+    if (strcmp(v, "USR2") == 0 || strcmp(v, "SIGUSR2") == 0) return SIGUSR2;
+    if (strcmp(v, "none") == 0) return 0;
+    char* end = NULL;
+    const long n = strtol(v, &end, 10);
+    if (end && *end == 0 && n > 0 && n < NSIG && n != SIGKILL && n != SIGSTOP) return (int)n;
+    fprintf(stderr, "weft-mpi rank %d: WEFT_MPI_DRAIN_SIGNAL=%s is not USR1, USR2, a signal number or none: USR1\n",
+            world_rank, v);
+    return SIGUSR1;
+}
+
+static void on_drain_signal(int sig, siginfo_t* info, void* uctx) {
     const int saved = errno;
-    const char c = 'd';
+    const char c = info && info->si_code == SI_USER && info->si_pid == getppid() ? 'f' : 'd';
     if (write(signal_pipe[1], &c, 1) < 0) { /* full: a drain is asked for already */
+    }
+    if (mpi_action.sa_flags & SA_SIGINFO) {
+        if (mpi_action.sa_sigaction) mpi_action.sa_sigaction(sig, info, uctx);
+    } else if (mpi_action.sa_handler != SIG_DFL && mpi_action.sa_handler != SIG_IGN) {
+        mpi_action.sa_handler(sig);
     }
     errno = saved;
 }
@@ -387,6 +445,7 @@ static void* signal_loop(void* arg) {
         const ssize_t n = read(signal_pipe[0], &c, 1);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0 || c == 'q') return NULL;
+        if (c == 'f' && world_rank != 0) continue; /* rank 0 got the same signal and asks */
         uint64_t number = 0;
         weft_status_t st = weft_drain_request(ctx, &number);
         if (st != WEFT_OK) {
@@ -418,6 +477,70 @@ static int wait_request(MPI_Request* req, MPI_Status* st) {
     }
 }
 
+/* ------------------------------------------- weft/mpi_layer.h */
+weft_context_t weft_mpi_context(void) { return layer_live ? ctx : NULL; }
+
+weft_status_t weft_mpi_set_quiescent_callback(weft_drain_quiescent_fn fn, void* arg) {
+    if (!layer_live) {
+        fprintf(stderr, "weft-mpi: weft_mpi_set_quiescent_callback outside MPI_Init..MPI_Finalize\n");
+        return WEFT_ERR_INVALID_ARG;
+    }
+    pthread_mutex_lock(&user_quiescent_lock);
+    user_quiescent = fn;
+    user_quiescent_arg = arg;
+    pthread_mutex_unlock(&user_quiescent_lock);
+    return WEFT_OK;
+}
+
+static weft_status_t drains_allowed(const char* call) {
+    if (!layer_live) {
+        fprintf(stderr, "weft-mpi: %s outside MPI_Init..MPI_Finalize\n", call);
+        return WEFT_ERR_INVALID_ARG;
+    }
+    if (!drains_ok) {
+        fprintf(stderr, "weft-mpi rank %d: %s: MPI's thread level is below MPI_THREAD_SERIALIZED\n", world_rank, call);
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    return WEFT_OK;
+}
+
+weft_status_t weft_mpi_drain_request(uint64_t* drain_number) {
+    weft_status_t st = drains_allowed("weft_mpi_drain_request");
+    if (st != WEFT_OK) return st;
+    uint64_t mine = 0;
+    return weft_drain_request(ctx, drain_number ? drain_number : &mine);
+}
+
+/* Every rank is at the same point: no collective is begun anywhere that a
+ * rank has not reached, so the drain can be one the program waits for.
+ * Once every rank has arrived (a drain raised earlier would find a rank
+ * before this point, its callback perhaps not yet registered), rank 0 asks
+ * and tells the others which drain to wait for; both on the layer's
+ * private communicator: one request, not one per rank. */
+weft_status_t weft_mpi_drain(weft_drain_result_t* result) {
+    weft_status_t st = drains_allowed("weft_mpi_drain");
+    if (st != WEFT_OK) return st;
+    /* As any wrapped call: a drain raised meanwhile (a signal) takes this
+     * thread out between tests. */
+    MPI_Request req;
+    ENTER();
+    int rc = PMPI_Ibarrier(boot_comm, &req);
+    if (rc == MPI_SUCCESS) rc = wait_request(&req, MPI_STATUS_IGNORE);
+    LEAVE();
+    if (rc != MPI_SUCCESS) return WEFT_ERR_TRANSPORT;
+    uint64_t number = 0;
+    if (world_rank == 0) st = weft_drain_request(ctx, &number);
+    uint64_t word[2] = {(uint64_t)st, number};
+    ENTER();
+    rc = PMPI_Ibcast(word, 2, MPI_UINT64_T, 0, boot_comm, &req);
+    if (rc == MPI_SUCCESS) rc = wait_request(&req, MPI_STATUS_IGNORE);
+    LEAVE();
+    if (rc != MPI_SUCCESS) return WEFT_ERR_TRANSPORT;
+    if (word[0] != WEFT_OK) return (weft_status_t)word[0];
+    weft_drain_result_t mine;
+    return weft_drain_wait(ctx, word[1], 0, result ? result : &mine);
+}
+
 /* --------------------------------------------------------- init/finalize */
 static int layer_init(int required, int* provided) {
     int got = MPI_THREAD_SINGLE;
@@ -441,8 +564,10 @@ static int layer_init(int required, int* provided) {
     weft_drain_hooks_t hooks = {hook_progress, hook_buffer, NULL};
     CHECK(weft_drain_set_hooks(ctx, &hooks));
     CHECK(weft_drain_set_callback(ctx, on_quiescent, NULL));
-    /* MPI_COMM_WORLD's clock (MPI_COMM_SELF has one member: nothing to drain). */
+    /* MPI_COMM_WORLD's clock, and MPI_COMM_SELF's (one member: no collective
+     * to order, but a message to itself there is drained like any other). */
     adopt(MPI_COMM_WORLD, -1);
+    adopt(MPI_COMM_SELF, -2);
     layer_live = 1;
     if (!drains_ok) {
         fprintf(stderr, "weft-mpi rank %d: MPI gave thread level %d, below MPI_THREAD_SERIALIZED: drains are off\n",
@@ -453,12 +578,15 @@ static int layer_init(int required, int* provided) {
         fprintf(stderr, "weft-mpi rank %d: no drain-on-signal thread: %s\n", world_rank, strerror(errno));
         return MPI_SUCCESS;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigusr1;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
+    drain_signal = drain_signal_from_env();
+    if (drain_signal) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_drain_signal;
+        sa.sa_flags = SA_RESTART | SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(drain_signal, &sa, &mpi_action);
+    }
     return MPI_SUCCESS;
 }
 
@@ -477,10 +605,18 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 int MPI_Finalize(void) {
     if (layer_live) {
         if (signal_pipe[1] >= 0) {
-            signal(SIGUSR1, SIG_IGN);
+            /* The MPI's own handler back; with none, a late signal (a
+             * launcher forwarding one after this rank finished) is ignored. */
+            if (drain_signal) {
+                if (mpi_action.sa_handler == SIG_DFL && !(mpi_action.sa_flags & SA_SIGINFO))
+                    signal(drain_signal, SIG_IGN);
+                else
+                    sigaction(drain_signal, &mpi_action, NULL);
+            }
             const char q = 'q';
             if (write(signal_pipe[1], &q, 1) == 1) pthread_join(signal_thread, NULL);
         }
+        weft_mpi_set_quiescent_callback(NULL, NULL);
         while (ncomms > 0) forget(comms[ncomms - 1].comm);
         CHECK(weft_finalize(ctx));
         PMPI_Comm_free(&boot_comm);
@@ -493,26 +629,63 @@ int MPI_Finalize(void) {
 }
 
 /* ---------------------------------------------------- communicators */
+/* A communicator constructor, collective over every member of `comm`,
+ * inside its clock; the new communicator (MPI_COMM_NULL at a rank outside
+ * it) gets its own clock. MPI has no non-blocking form of most of them: the
+ * call blocks inside MPI, which is safe because the clock admits it only
+ * where every member will make it before the next drain (commit_begin). */
+#define CONSTRUCTOR(name, comm, newcomm, call)                     \
+    do {                                                           \
+        weft_drain_clock_t clock_ = clock_of(comm, name);          \
+        CHECK(weft_drain_commit_begin(clock_));                    \
+        ENTER();                                                   \
+        const int rc_ = (call);                                    \
+        LEAVE();                                                   \
+        CHECK(weft_drain_commit_finish(clock_));                   \
+        if (rc_ == MPI_SUCCESS) adopt(*(newcomm), index_of(comm)); \
+        return rc_;                                                \
+    } while (0)
+
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
-    weft_drain_clock_t clock = clock_of(comm, "MPI_Comm_dup");
-    CHECK(weft_drain_commit_begin(clock));
-    ENTER();
-    const int rc = PMPI_Comm_dup(comm, newcomm);
-    LEAVE();
-    CHECK(weft_drain_commit_finish(clock));
-    if (rc == MPI_SUCCESS) adopt(*newcomm, index_of(comm));
-    return rc;
+    CONSTRUCTOR("MPI_Comm_dup", comm, newcomm, PMPI_Comm_dup(comm, newcomm));
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
-    weft_drain_clock_t clock = clock_of(comm, "MPI_Comm_split");
-    CHECK(weft_drain_commit_begin(clock));
-    ENTER();
-    const int rc = PMPI_Comm_split(comm, color, key, newcomm);
-    LEAVE();
-    CHECK(weft_drain_commit_finish(clock));
-    if (rc == MPI_SUCCESS) adopt(*newcomm, index_of(comm));
-    return rc;
+    CONSTRUCTOR("MPI_Comm_split", comm, newcomm, PMPI_Comm_split(comm, color, key, newcomm));
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
+    CONSTRUCTOR("MPI_Comm_split_type", comm, newcomm, PMPI_Comm_split_type(comm, split_type, key, info, newcomm));
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+    CONSTRUCTOR("MPI_Comm_create", comm, newcomm, PMPI_Comm_create(comm, group, newcomm));
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm* newcomm) {
+    CONSTRUCTOR("MPI_Cart_create", comm, newcomm, PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm));
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+    CONSTRUCTOR("MPI_Cart_sub", comm, newcomm, PMPI_Cart_sub(comm, remain_dims, newcomm));
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm* newcomm) {
+    CONSTRUCTOR("MPI_Graph_create", comm, newcomm, PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm));
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+                                   int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm* newcomm) {
+    CONSTRUCTOR("MPI_Dist_graph_create_adjacent", comm, newcomm,
+                PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations,
+                                                destweights, info, reorder, newcomm));
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[], const int destinations[],
+                          const int weights[], MPI_Info info, int reorder, MPI_Comm* newcomm) {
+    CONSTRUCTOR("MPI_Dist_graph_create", comm, newcomm,
+                PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm));
 }
 
 int MPI_Comm_free(MPI_Comm* comm) {
@@ -613,24 +786,54 @@ int MPI_Exscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_O
 }
 
 /* --------------------------------------------------- point-to-point */
-int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+/* Every send mode starts the same way: the message is counted once MPI
+ * has it. A blocking send is then its non-blocking start, tested with a
+ * yield. Ready mode stays correct (a drain leaves posted receives in
+ * MPI); buffered mode completes locally, and the drain's progress hook
+ * drives the message to its receiver. */
+typedef int (*send_start_fn)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+static int counted_send(send_start_fn start, const char* call, const void* buf, int count, MPI_Datatype type, int dest,
+                        int tag, MPI_Comm comm, MPI_Request* req) {
+    known(comm, call);
     ENTER();
-    const int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
+    int rc = start(buf, count, type, dest, tag, comm, req);
     if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL) CHECK(weft_drain_count(ctx, 1, 0));
     LEAVE();
     return rc;
 }
 
-int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+static int counted_blocking_send(send_start_fn start, const char* call, const void* buf, int count, MPI_Datatype type,
+                                 int dest, int tag, MPI_Comm comm) {
+    known(comm, call);
     MPI_Request req;
     ENTER();
-    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, &req);
+    int rc = start(buf, count, type, dest, tag, comm, &req);
     if (rc == MPI_SUCCESS) {
         if (dest != MPI_PROC_NULL) CHECK(weft_drain_count(ctx, 1, 0));
         rc = wait_request(&req, MPI_STATUS_IGNORE);
     }
     LEAVE();
     return rc;
+}
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    return counted_send(PMPI_Isend, "MPI_Isend", buf, count, type, dest, tag, comm, req);
+}
+int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    return counted_send(PMPI_Irsend, "MPI_Irsend", buf, count, type, dest, tag, comm, req);
+}
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    return counted_send(PMPI_Ibsend, "MPI_Ibsend", buf, count, type, dest, tag, comm, req);
+}
+int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    return counted_blocking_send(PMPI_Isend, "MPI_Send", buf, count, type, dest, tag, comm);
+}
+int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    return counted_blocking_send(PMPI_Irsend, "MPI_Rsend", buf, count, type, dest, tag, comm);
+}
+int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    return counted_blocking_send(PMPI_Ibsend, "MPI_Bsend", buf, count, type, dest, tag, comm);
 }
 
 /* Generalized requests for receives the buffer satisfied: already complete. */
@@ -649,6 +852,7 @@ static int gq_cancel(void* extra, int complete) {
 }
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* req) {
+    known(comm, "MPI_Irecv");
     ENTER();
     int rc;
     buffered_t* m = buffer_take(comm, source, tag);
@@ -671,6 +875,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 }
 
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status* st) {
+    known(comm, "MPI_Recv");
     ENTER();
     int rc;
     buffered_t* m = buffer_take(comm, source, tag);
@@ -829,7 +1034,23 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
     return rc;
 }
 
+/* Freeing a send's request is safe (it was counted when sent); a posted
+ * receive's is not: its arrival could no longer be counted. */
+int MPI_Request_free(MPI_Request* req) {
+    if (!req) return PMPI_Request_free(req);
+    ENTER();
+    for (int i = 0; i < nposted; ++i)
+        if (posted[i].req == *req) {
+            LEAVE();
+            return refuse("MPI_Request_free of a receive's request");
+        }
+    const int rc = PMPI_Request_free(req);
+    LEAVE();
+    return rc;
+}
+
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* st) {
+    known(comm, "MPI_Iprobe");
     ENTER(); /* the drain's hook appends to the buffer */
     int rc = MPI_SUCCESS;
     buffered_t* m = source == MPI_PROC_NULL ? NULL : buffer_find(comm, source, tag, NULL);
@@ -872,14 +1093,6 @@ int MPI_Issend(const void* b, int c, MPI_Datatype t, int d, int g, MPI_Comm m, M
     (void)b, (void)c, (void)t, (void)d, (void)g, (void)m, (void)r;
     return refuse("MPI_Issend");
 }
-int MPI_Bsend(const void* b, int c, MPI_Datatype t, int d, int g, MPI_Comm m) {
-    (void)b, (void)c, (void)t, (void)d, (void)g, (void)m;
-    return refuse("MPI_Bsend");
-}
-int MPI_Rsend(const void* b, int c, MPI_Datatype t, int d, int g, MPI_Comm m) {
-    (void)b, (void)c, (void)t, (void)d, (void)g, (void)m;
-    return refuse("MPI_Rsend");
-}
 int MPI_Send_init(const void* b, int c, MPI_Datatype t, int d, int g, MPI_Comm m, MPI_Request* r) {
     (void)b, (void)c, (void)t, (void)d, (void)g, (void)m, (void)r;
     return refuse("MPI_Send_init");
@@ -887,10 +1100,6 @@ int MPI_Send_init(const void* b, int c, MPI_Datatype t, int d, int g, MPI_Comm m
 int MPI_Recv_init(void* b, int c, MPI_Datatype t, int s, int g, MPI_Comm m, MPI_Request* r) {
     (void)b, (void)c, (void)t, (void)s, (void)g, (void)m, (void)r;
     return refuse("MPI_Recv_init");
-}
-int MPI_Request_free(MPI_Request* r) {
-    (void)r;
-    return refuse("MPI_Request_free");
 }
 int MPI_Cancel(MPI_Request* r) {
     (void)r;
@@ -908,9 +1117,17 @@ int MPI_Ibcast(void* b, int c, MPI_Datatype t, int r, MPI_Comm m, MPI_Request* q
     (void)b, (void)c, (void)t, (void)r, (void)m, (void)q;
     return refuse("MPI_Ibcast");
 }
-int MPI_Comm_create(MPI_Comm m, MPI_Group g, MPI_Comm* n) {
-    (void)m, (void)g, (void)n;
-    return refuse("MPI_Comm_create");
+int MPI_Comm_create_group(MPI_Comm m, MPI_Group g, int t, MPI_Comm* n) {
+    (void)m, (void)g, (void)t, (void)n;
+    return refuse("MPI_Comm_create_group"); /* collective over the group only: the parent's clock cannot order it */
+}
+int MPI_Intercomm_create(MPI_Comm l, int ll, MPI_Comm p, int pl, int t, MPI_Comm* n) {
+    (void)l, (void)ll, (void)p, (void)pl, (void)t, (void)n;
+    return refuse("MPI_Intercomm_create");
+}
+int MPI_Intercomm_merge(MPI_Comm i, int h, MPI_Comm* n) {
+    (void)i, (void)h, (void)n;
+    return refuse("MPI_Intercomm_merge");
 }
 int MPI_Comm_idup(MPI_Comm m, MPI_Comm* n, MPI_Request* q) {
     (void)m, (void)n, (void)q;

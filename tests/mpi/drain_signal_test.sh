@@ -1,64 +1,109 @@
 #!/usr/bin/env bash
-# drain_signal_test.sh KIND LAUNCHER RING LIB RANKS STEPS — libweft-mpi drains
-# a real MPI program, over and over, while it runs (issue 18):
-#   1. RING (tests/mpi/ring.c) without the layer: the reference checksum;
-#   2. RING with LIB preloaded; once every rank has written its pid, SIGUSR1
-#      goes to one rank after another every 0.25 s until the job ends;
-#   3. the layered run must exit 0, print the reference checksum, and its
-#      ranks must report at least 3 drains that reached a quiescent point.
+# drain_signal_test.sh KIND LAUNCHER LIB RANKS MIN_DRAINS TARGET RESULT PROGRAM [ARGS...]
+# libweft-mpi drains a real MPI program, over and over, while it runs
+# (issue 18):
+#   1. PROGRAM without the layer: its result, the stdout lines that match
+#      the extended regex RESULT (a checksum, LAMMPS's thermo lines);
+#   2. PROGRAM with LIB preloaded, sent SIGUSR1 every 0.25 s until it ends:
+#        TARGET "ranks": one rank after another, each by its pid (the
+#          program writes DIR/pid.RANK where WEFT_MPI_TEST_PIDDIR says);
+#        TARGET "launcher:READY": the launcher (mpirun, mpiexec), which
+#          forwards it to every rank, once stdout matches READY (before the
+#          layer's handler is installed SIGUSR1 would end a rank);
+#   3. the layered run must exit 0 with the same result, and at least
+#      MIN_DRAINS drains must reach a quiescent point. A launcher's signal
+#      reaches every rank but must make one drain, not one per rank: no
+#      more drains than signals.
 # KIND is openmpi (LAUNCHER = mpirun) or mpich (LAUNCHER = mpiexec). Every
 # launch is bounded by timeout; a hang is a failure naming the step.
 set -u
-KIND=${1:?usage: drain_signal_test.sh openmpi|mpich LAUNCHER RING LIB RANKS STEPS}
-LAUNCHER=${2:?} RING=${3:?} LIB=${4:?} RANKS=${5:?} STEPS=${6:?}
+usage="usage: drain_signal_test.sh openmpi|mpich LAUNCHER LIB RANKS MIN_DRAINS ranks|launcher:READY RESULT PROGRAM..."
+KIND=${1:?$usage} LAUNCHER=${2:?$usage} LIB=${3:?$usage} RANKS=${4:?$usage} MIN_DRAINS=${5:?$usage}
+TARGET=${6:?$usage} RESULT=${7:?$usage}
+shift 7
+[ $# -ge 1 ] || { echo "$usage"; exit 2; }
+NAME=$(basename "$1")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL drain_signal_test ($KIND): $*"; exit 1; }
+fail() { echo "FAIL drain_signal_test ($KIND, $NAME): $*"; exit 1; }
 . "$(dirname "$0")/launch.sh"
 MPI_ENV=("WEFT_MPI_TEST_PIDDIR=$tmp/pids")
-mkdir -p "$tmp/pids"
-launch() {  # launch 0|1 OUT: the ring job, with the layer preloaded when 1
+mkdir -p "$tmp/pids" "$tmp/cwd"
+cd "$tmp/cwd" || exit 1 # programs that write files (LAMMPS's log) write them here
+launch() {                # launch 0|1 OUT PROGRAM...: the job, with the layer preloaded when 1
     rm -f "$tmp"/pids/*
-    local lib=-
+    local lib=- out=$2
     [ "$1" = 1 ] && lib=$LIB
-    mpi_launch "$KIND" "$LAUNCHER" "$RANKS" "$lib" "$2" "$RING" "$STEPS"
+    shift 2
+    mpi_launch "$KIND" "$LAUNCHER" "$RANKS" "$lib" "$out" "$@"
+}
+# The pid of the launcher started under the background job $1 (through
+# timeout): its descendant whose name is the launcher's.
+launcher_pid() {
+    local name c
+    name=$(basename "$LAUNCHER" | cut -c1-15)
+    for c in $(pgrep -P "$1"); do
+        if [ "$(cat /proc/"$c"/comm 2>/dev/null)" = "$name" ]; then
+            echo "$c"
+            return 0
+        fi
+        launcher_pid "$c" && return 0
+    done
+    return 1
 }
 
-launch 0 "$tmp/ref"
+launch 0 "$tmp/ref" "$@"
 rc=$?
-[ $rc = 0 ] || { cat "$tmp/ref.err"; fail "the run without the layer failed (exit $rc)"; }
-want=$(grep -o 'checksum [0-9a-f]*' "$tmp/ref")
-[ -n "$want" ] || fail "the run without the layer printed no checksum"
+[ $rc = 0 ] || { tail -20 "$tmp/ref.err"; fail "the run without the layer failed (exit $rc)"; }
+grep -E "$RESULT" "$tmp/ref" >"$tmp/ref.result"
+[ -s "$tmp/ref.result" ] || fail "the run without the layer printed no result line (/$RESULT/)"
 
-launch 1 "$tmp/layered" &
+launch 1 "$tmp/layered" "$@" &
 job=$!
 signals=0
 deadline=$((SECONDS + 60))
-until [ "$(ls "$tmp/pids" 2>/dev/null | wc -l)" -ge "$RANKS" ]; do
-    kill -0 $job 2>/dev/null || break
-    [ $SECONDS -lt $deadline ] || break
-    sleep 0.05
-done
+case $TARGET in
+    ranks) until [ "$(ls "$tmp/pids" 2>/dev/null | wc -l)" -ge "$RANKS" ]; do
+        kill -0 $job 2>/dev/null || break
+        [ $SECONDS -lt $deadline ] || break
+        sleep 0.05
+    done ;;
+    launcher:*) until grep -qE "${TARGET#launcher:}" "$tmp/layered" 2>/dev/null; do
+        kill -0 $job 2>/dev/null || break
+        [ $SECONDS -lt $deadline ] || break
+        sleep 0.05
+    done ;;
+    *) fail "TARGET must be ranks or launcher:READY, not '$TARGET'" ;;
+esac
 r=0
 while kill -0 $job 2>/dev/null; do
-    pid=$(cat "$tmp/pids/pid.$r" 2>/dev/null)
+    if [ "$TARGET" = ranks ]; then
+        pid=$(cat "$tmp/pids/pid.$r" 2>/dev/null)
+        r=$(((r + 1) % RANKS))
+    else
+        pid=$(launcher_pid $job)
+    fi
     [ -n "$pid" ] && kill -USR1 "$pid" 2>/dev/null && signals=$((signals + 1))
-    r=$(((r + 1) % RANKS))
     sleep 0.25
 done
 wait $job
 rc=$?
-got=$(grep -o 'checksum [0-9a-f]*' "$tmp/layered")
+grep -E "$RESULT" "$tmp/layered" >"$tmp/layered.result"
 drains=$(grep -o 'drain [0-9]* quiescent' "$tmp/layered.err" | sort -u | wc -l)
-echo "drain_signal_test ($KIND, $RANKS ranks, $STEPS steps): $signals SIGUSR1 sent, $drains drain(s) quiescent"
+echo "drain_signal_test ($KIND, $NAME, $RANKS ranks): $signals SIGUSR1 sent to the $TARGET, $drains drain(s) quiescent"
 grep 'weft-mpi rank 0: drain' "$tmp/layered.err" | head -5
+grep -o 'drain [0-9]* quiescent: [0-9.]* ms' "$tmp/layered.err" | awk '{print $4}' | sort -n |
+    awk '{v[NR] = $1} END {if (NR) printf "request to quiescent: median %.3f ms, max %.3f ms over %d drains\n", v[int((NR + 1) / 2)], v[NR], NR}'
 buffered=$(grep -o 'point: [0-9]* MPI message(s) in this rank' "$tmp/layered.err" | awk '{s += $2} END {print s + 0}')
 echo "MPI messages in the layer's buffer at quiescent points (summed over ranks and drains): $buffered"
-if [ $rc != 0 ] || [ "$got" != "$want" ] || [ "$drains" -lt 3 ]; then
+if [ $rc != 0 ] || ! cmp -s "$tmp/ref.result" "$tmp/layered.result" || [ "$drains" -lt "$MIN_DRAINS" ] ||
+    { [ "$TARGET" != ranks ] && [ "$drains" -gt "$signals" ]; }; then
     echo "--- layered run's stderr (last 40 lines):"
     tail -40 "$tmp/layered.err"
     [ $rc = 0 ] || fail "the layered run exited $rc (124: timed out)"
-    [ "$got" = "$want" ] || fail "layered: '$got', without the layer: '$want'"
-    fail "only $drains drain(s) reached a quiescent point ($signals signals)"
+    cmp -s "$tmp/ref.result" "$tmp/layered.result" ||
+        { diff "$tmp/ref.result" "$tmp/layered.result" | head -20; fail "the result differs from the run without the layer"; }
+    [ "$drains" -ge "$MIN_DRAINS" ] || fail "only $drains drain(s) reached a quiescent point ($signals signals)"
+    fail "$drains drains for $signals signals to the launcher: a forwarded signal must make one drain, not one per rank"
 fi
-echo "ok   drain_signal_test ($KIND): $want under the layer as without it, across $drains drains"
+echo "ok   drain_signal_test ($KIND, $NAME): $(wc -l <"$tmp/ref.result") result line(s) under the layer as without it, across $drains drains"

@@ -13,7 +13,18 @@
  * first one), receives the first half with MPI_Irecv (requests the buffer
  * completes at once) and MPI_Waitall (a quarter) and MPI_Waitany (a quarter:
  * each index once), and the rest with MPI_Recv, with
- * MPI_ANY_TAG: every payload and tag must come in the order sent. With
+ * MPI_ANY_TAG: every payload and tag must come in the order sent. A
+ * quarter of them go by MPI_Bsend, one by MPI_Isend whose request rank 0
+ * frees (MPI_Request_free).
+ *
+ * Besides: a 1-D cartesian communicator of all ranks but the last
+ * (MPI_Cart_create; the last gets MPI_COMM_NULL), on which rank 0 sends
+ * rank 1 four messages by MPI_Rsend into receives rank 1 posted before the
+ * barrier (they complete inside MPI: counted, not buffered); a duplicate
+ * of MPI_COMM_WORLD made after it, used by a barrier (its clock is found
+ * only if every rank counted the cartesian creation, MPI_COMM_NULL or
+ * not); and a message rank 1 sends itself on MPI_COMM_SELF before the
+ * drain and receives after it (buffered: 17 messages in all). With
  * "ssend", rank 0 calls MPI_Ssend, which weft-mpi refuses loudly (abort).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -21,6 +32,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -37,14 +49,47 @@ int main(int argc, char** argv) {
         int v = 1;
         MPI_Ssend(&v, 1, MPI_INT, 1, 0, pair); /* refused: aborts the job */
     }
+    MPI_Comm cart, dupw;
+    const int dims[1] = {size - 1}, periods[1] = {1};
+    MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart);
+    if ((cart == MPI_COMM_NULL) != (rank == size - 1)) {
+        fprintf(stderr, "inflight: rank %d: Cart_create gave %s\n", rank, cart == MPI_COMM_NULL ? "NULL" : "a comm");
+        bad = 1;
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &dupw);
+    MPI_Barrier(dupw);
+    int ready[4] = {-1, -1, -1, -1}, self_got = -1;
+    MPI_Request ready_reqs[4];
+    if (rank == 1)
+        for (int i = 0; i < 4; ++i) MPI_Irecv(&ready[i], 1, MPI_INT, 0, 50 + i, cart, &ready_reqs[i]);
+    const int bsize = N * (4 * (int)sizeof(long) + MPI_BSEND_OVERHEAD);
+    void* bbuf = malloc((size_t)bsize);
+    MPI_Buffer_attach(bbuf, bsize);
     /* Every rank past its set-up (the layer adopted `pair`) before the drain. */
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
+        for (int i = 0; i < 4; ++i) MPI_Rsend(&i, 1, MPI_INT, 1, 50 + i, cart);
         for (int i = 0; i < N; ++i) {
             long payload[4] = {i, 10 * i, 100 * i, -i};
-            MPI_Send(payload, 4, MPI_LONG, 1, 10 + i % 3, pair);
+            if (i == 5) { /* its buffer must outlive the send, which nobody waits for */
+                static long kept[4];
+                memcpy(kept, payload, sizeof kept);
+                MPI_Request r;
+                MPI_Isend(kept, 4, MPI_LONG, 1, 10 + i % 3, pair, &r);
+                MPI_Request_free(&r);
+            } else if (i % 4 == 1) {
+                MPI_Bsend(payload, 4, MPI_LONG, 1, 10 + i % 3, pair);
+            } else {
+                MPI_Send(payload, 4, MPI_LONG, 1, 10 + i % 3, pair);
+            }
         }
         raise(SIGUSR1);
+    }
+    if (rank == 1) {
+        const int mine = 77;
+        MPI_Request r;
+        MPI_Isend(&mine, 1, MPI_INT, 0, 3, MPI_COMM_SELF, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
     if (rank != 1) {
         /* No new collective until the drain is over: one begun here would
@@ -78,6 +123,18 @@ int main(int argc, char** argv) {
             sts[index] = one;
         }
         for (int i = N / 2; i < N; ++i) MPI_Recv(got[i], 4, MPI_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, pair, &sts[i]);
+        MPI_Recv(&self_got, 1, MPI_INT, 0, 3, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+        MPI_Status ready_sts[4];
+        MPI_Waitall(4, ready_reqs, ready_sts);
+        for (int i = 0; i < 4; ++i)
+            if (ready[i] != i) {
+                fprintf(stderr, "inflight: ready-mode message %d: %d\n", i, ready[i]);
+                bad = 1;
+            }
+        if (self_got != 77) {
+            fprintf(stderr, "inflight: the message to itself on MPI_COMM_SELF: %d\n", self_got);
+            bad = 1;
+        }
         for (int i = 0; i < N; ++i) {
             int count = -1;
             MPI_Get_count(&sts[i], MPI_LONG, &count);
@@ -92,7 +149,12 @@ int main(int argc, char** argv) {
     int any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) printf("inflight: %d messages across a drain: %s\n", N, any ? "FAILED" : "ok");
+    int bdsize = 0;
+    MPI_Buffer_detach(&bbuf, &bdsize);
+    free(bbuf);
     MPI_Comm_free(&pair);
+    MPI_Comm_free(&dupw);
+    if (cart != MPI_COMM_NULL) MPI_Comm_free(&cart);
     MPI_Finalize();
     return any;
 }

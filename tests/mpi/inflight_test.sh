@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # inflight_test.sh KIND LAUNCHER INFLIGHT LIB — messages in transit at a
 # drain (tests/mpi/inflight.c, 3 ranks, under libweft-mpi):
-#   1. rank 1 must report its 16 messages in the layer's buffer at the
+#   1. rank 1 must report its 17 messages (16 on a sub-communicator, one
+#      to itself on MPI_COMM_SELF) in the layer's buffer at the
 #      drain's quiescent point, and receive them after it in order (the
 #      program checks payloads, tags, sources, counts; exit 0, "ok");
 #   2. with "ssend", MPI_Ssend is refused at call time: the job fails and
@@ -20,8 +21,8 @@ mpi_launch "$KIND" "$LAUNCHER" 3 "$LIB" "$tmp/run" "$PROG"
 rc=$?
 [ $rc = 0 ] || fail "the job exited $rc (124: timed out)"
 grep -q "16 messages across a drain: ok" "$tmp/run" || fail "the program's checks failed"
-grep -q "rank 1: at drain 1's quiescent point: 16 MPI message(s)" "$tmp/run.err" ||
-    fail "rank 1 did not hold the 16 messages at the quiescent point (the drain did not take them out of MPI)"
+grep -q "rank 1: at drain 1's quiescent point: 17 MPI message(s)" "$tmp/run.err" ||
+    fail "rank 1 did not hold the 17 messages at the quiescent point (the drain did not take them out of MPI)"
 [ $failed = 0 ] && echo "ok   16 messages buffered by the drain on a sub-communicator, received after it in order"
 [ $failed = 0 ] || { cat "$tmp/run" "$tmp/run.err"; }
 

@@ -17,7 +17,9 @@
  * must print exactly the checksum of a run without it.
  *
  * With WEFT_MPI_TEST_PIDDIR set, each rank writes its pid to DIR/pid.RANK
- * once MPI_Init has returned (the test signals those processes).
+ * once MPI_Init has returned (the test signals those processes); rank 0
+ * prints "ring: started" once every rank has (the test then signals the
+ * launcher, which forwards to every rank).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -49,6 +51,11 @@ int main(int argc, char** argv) {
     MPI_Comm half, twin;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
     MPI_Comm_dup(MPI_COMM_WORLD, &twin);
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank past MPI_Init: a signal now finds the layer's handler */
+    if (rank == 0) {
+        printf("ring: started\n");
+        fflush(stdout);
+    }
 
     uint64_t field[WIDTH], in[WIDTH], checksum = 0;
     for (int i = 0; i < WIDTH; ++i) field[i] = (uint64_t)(rank + 1) * 1000003u + (uint64_t)i;

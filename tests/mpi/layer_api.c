@@ -1,0 +1,163 @@
+/*
+ * layer_api.c — a program that knows about libweft-mpi and links it
+ * (weft/mpi_layer.h), 3 or more ranks:
+ *
+ *   mpiexec -n 4 mpi_layer_api          quiescent callback and weft_mpi_drain
+ *   mpiexec -n 4 mpi_layer_api fail     failure notices beside MPI
+ *
+ * Without arguments: every rank registers a quiescent-point callback and
+ * calls weft_mpi_drain (collective): one drain, the same on every rank, and
+ * the callback has run once, for it. Then rank 1 alone calls
+ * weft_mpi_drain_request; the others go on with allreduces until every
+ * callback has run for that drain too ("drain by API: ok").
+ *
+ * With "fail": every rank registers for weft's WEFT_EVENT_PROC_FAILED; the
+ * last rank kills itself (SIGKILL) after a barrier; the others, calling no
+ * MPI, progress weft until the event names it (bounded: 20 s) and check
+ * that weft's failed set on its world communicator holds it. Their MPI has
+ * no ULFM and cannot finalize with a dead peer: they print their result
+ * and leave with _exit (the launcher must be told not to tear the job down
+ * at the first death: tests/mpi/layer_api_test.sh).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <weft/comm.h>
+#include <weft/mpi_layer.h>
+
+#include <mpi.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int calls;           /* callback runs, on the drain thread */
+static uint64_t called_for; /* the last drain it ran for */
+
+static void on_quiescent(void* arg, const weft_drain_result_t* r) {
+    (void)arg;
+    __atomic_store_n(&called_for, r->drain, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&calls, 1, __ATOMIC_RELEASE);
+}
+
+static uint32_t failed_peer = UINT32_MAX;
+static void on_failed(void* arg, weft_event_t event, uint32_t peer) {
+    (void)arg;
+    if (event == WEFT_EVENT_PROC_FAILED) __atomic_store_n(&failed_peer, peer, __ATOMIC_RELEASE);
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int drain_by_api(int rank) {
+    int bad = 0;
+    if (weft_mpi_set_quiescent_callback(on_quiescent, NULL) != WEFT_OK) bad = 1;
+    /* 1. Every rank at the same point: one drain, waited for. */
+    weft_drain_result_t r;
+    memset(&r, 0, sizeof r);
+    weft_status_t st = weft_mpi_drain(&r);
+    uint64_t lo = r.drain, hi = r.drain;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    int n = __atomic_load_n(&calls, __ATOMIC_ACQUIRE);
+    if (st != WEFT_OK || r.status != WEFT_OK || lo != hi || n != 1 || called_for != r.drain) {
+        fprintf(stderr,
+                "layer_api: rank %d: weft_mpi_drain: %s, drain %llu (ranks' range %llu..%llu); callback ran %d "
+                "time(s), last for drain %llu\n",
+                rank, weft_strerror(st), (unsigned long long)r.drain, (unsigned long long)lo, (unsigned long long)hi, n,
+                (unsigned long long)called_for);
+        bad = 1;
+    }
+    /* 2. Rank 1 alone asks; the others learn of the drain from their
+     * callback, at their next MPI calls (bounded: 20 s). */
+    uint64_t asked = 0;
+    if (rank == 1 && weft_mpi_drain_request(&asked) != WEFT_OK) bad = 1;
+    MPI_Bcast(&asked, 1, MPI_UINT64_T, 1, MPI_COMM_WORLD);
+    const double start = now_ms();
+    int fewest = 0;
+    while (now_ms() - start < 20000) {
+        fewest = __atomic_load_n(&calls, __ATOMIC_ACQUIRE);
+        MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (fewest >= 2) break;
+    }
+    n = __atomic_load_n(&calls, __ATOMIC_ACQUIRE);
+    if (fewest < 2 || n != 2 || called_for != asked) {
+        fprintf(stderr,
+                "layer_api: rank %d: after weft_mpi_drain_request (drain %llu): callback ran %d time(s), last for "
+                "drain %llu\n",
+                rank, (unsigned long long)asked, n, (unsigned long long)called_for);
+        bad = 1;
+    }
+    weft_mpi_set_quiescent_callback(NULL, NULL);
+    return bad;
+}
+
+static int failure_notice(int rank, int size) {
+    weft_context_t ctx = weft_mpi_context();
+    uint64_t id = 0;
+    if (weft_event_register(ctx, WEFT_EVENT_PROC_FAILED, on_failed, NULL, &id) != WEFT_OK) return 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == size - 1) raise(SIGKILL);
+    const double start = now_ms();
+    while (__atomic_load_n(&failed_peer, __ATOMIC_ACQUIRE) == UINT32_MAX && now_ms() - start < 20000) {
+        weft_progress(ctx, NULL);
+        const struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    const double took = now_ms() - start;
+    const uint32_t peer = __atomic_load_n(&failed_peer, __ATOMIC_ACQUIRE);
+    weft_comm_t world = NULL;
+    uint32_t failed[8];
+    size_t count = 0;
+    weft_comm_world(ctx, &world);
+    weft_comm_validate_local(world, NULL, NULL);
+    weft_comm_get_failed(world, WEFT_FAILED_LOCAL, WEFT_FAILED_ALL, failed, 8, &count);
+    const int ok = peer == (uint32_t)(size - 1) && count == 1 && failed[0] == (uint32_t)(size - 1);
+    printf(
+        "layer_api: rank %d: failure notice for rank %d after %.1f ms; weft's failed set on its world: %zu rank(s), "
+        "first %d: %s\n",
+        rank, peer == UINT32_MAX ? -1 : (int)peer, took, count, count ? (int)failed[0] : -1, ok ? "ok" : "FAILED");
+    /* The survivors go on together through weft, which MPI without ULFM
+     * cannot: shrink weft's world to them and all-reduce their verdicts,
+     * so none leaves (and makes the launcher end the job) before every
+     * survivor has printed its own. */
+    weft_comm_t survivors = NULL;
+    int all_ok = ok;
+    weft_status_t st = weft_comm_shrink(world, &survivors);
+    if (st == WEFT_OK) st = weft_allreduce(survivors, &ok, &all_ok, 1, WEFT_INT32, WEFT_OP_MIN);
+    if (st != WEFT_OK) {
+        fprintf(stderr, "layer_api: rank %d: shrink and allreduce among the survivors: %s\n", rank, weft_strerror(st));
+        return 1;
+    }
+    if (rank == 0) printf("layer_api: %d survivors agree through weft: %s\n", size - 1, all_ok ? "ok" : "FAILED");
+    fflush(stdout);
+    weft_barrier(survivors);
+    return !all_ok;
+}
+
+int main(int argc, char** argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (!weft_mpi_context()) {
+        fprintf(stderr, "layer_api: rank %d: no weft context (is libweft-mpi linked?)\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (argc > 1 && strcmp(argv[1], "fail") == 0) {
+        const int bad = failure_notice(rank, size);
+        fflush(stdout);
+        _exit(bad); /* no MPI_Finalize with a dead peer and no ULFM */
+    }
+    const int bad = drain_by_api(rank);
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) printf("layer_api: drain by API: %s\n", any ? "FAILED" : "ok");
+    MPI_Finalize();
+    return any;
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# layer_api_test.sh KIND LAUNCHER PROGRAM — a program that links libweft-mpi
+# and uses weft/mpi_layer.h (tests/mpi/layer_api.c), 4 ranks:
+#   1. a collective weft_mpi_drain and a lone weft_mpi_drain_request, with
+#      a quiescent-point callback: "drain by API: ok";
+#   2. openmpi only: failure notices beside MPI. The last rank kills itself
+#      (SIGKILL); the survivors must each get weft's failure event for it
+#      and see it in weft's failed set, then agree through weft (shrink,
+#      allreduce). mpirun is told not to end the job at the first death
+#      (orte_enable_recovery). Not under MPICH 4.0's hydra: there mpiexec
+#      killed every rank's process group after the death even with
+#      -disable-auto-cleanup (docs/mpi-layer.md).
+# Every launch is bounded by timeout.
+set -u
+KIND=${1:?usage: layer_api_test.sh openmpi|mpich LAUNCHER PROGRAM}
+LAUNCHER=${2:?} PROG=${3:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/launch.sh"
+MPI_ENV=()
+failed=0
+fail() { echo "FAIL layer_api_test ($KIND): $*"; failed=1; }
+
+mpi_launch "$KIND" "$LAUNCHER" 4 - "$tmp/api" "$PROG"
+rc=$?
+[ $rc = 0 ] || fail "the job exited $rc (124: timed out)"
+grep -q "drain by API: ok" "$tmp/api" || fail "the program's checks of weft_mpi_drain and its callback failed"
+if [ $failed = 0 ]; then
+    echo "ok   weft_mpi_drain (collective) and weft_mpi_drain_request, the quiescent callback once per drain per rank"
+else
+    cat "$tmp/api" "$tmp/api.err"
+fi
+
+if [ "$KIND" = openmpi ]; then
+    # Open MPI 4.1's mpirun, in recovery mode, after ranks leave without
+    # MPI_Finalize, at times hangs or crashes in its own teardown
+    # (PMIx_server_finalize): it is ended once the survivors have reported.
+    timeout 60 "$LAUNCHER" --oversubscribe --mca orte_enable_recovery 1 -n 4 "$PROG" fail >"$tmp/fail" 2>"$tmp/fail.err" &
+    job=$!
+    until grep -q "survivors agree through weft" "$tmp/fail" 2>/dev/null; do
+        kill -0 $job 2>/dev/null || break
+        sleep 0.1
+    done
+    sleep 0.5
+    kill -TERM $job 2>/dev/null
+    wait $job
+    grep -q "survivors agree through weft" "$tmp/fail" || fail "the failure-notice job ended or timed out (60 s) before the survivors reported"
+    notices=$(grep -c "failure notice for rank 3 .*: ok$" "$tmp/fail")
+    [ "$notices" = 3 ] || fail "$notices of 3 survivors got weft's notice of rank 3's death and saw it in the failed set"
+    grep -q "3 survivors agree through weft: ok" "$tmp/fail" || fail "the survivors did not agree through weft"
+    cat "$tmp/fail"
+    [ $failed = 0 ] && echo "ok   failure notices beside Open MPI: every survivor got weft's event and failed set"
+    [ $failed = 0 ] || cat "$tmp/fail.err"
+fi
+exit $failed
