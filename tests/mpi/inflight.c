@@ -25,7 +25,9 @@
  * only if every rank counted the cartesian creation, MPI_COMM_NULL or
  * not); and a message rank 1 sends itself on MPI_COMM_SELF before the
  * drain and receives after it (buffered: 17 messages in all). With
- * "ssend", rank 0 calls MPI_Ssend, which weft-mpi refuses loudly (abort).
+ * "ssend", rank 0 calls MPI_Ssend, which weft-mpi refuses loudly (abort);
+ * with "ialltoall", every rank calls MPI_Ialltoall, refused by a wrapper
+ * generated from the MPI's header (mpi/coverage.py).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -48,6 +50,12 @@ int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "ssend") == 0 && rank == 0) {
         int v = 1;
         MPI_Ssend(&v, 1, MPI_INT, 1, 0, pair); /* refused: aborts the job */
+    }
+    if (argc > 1 && strcmp(argv[1], "ialltoall") == 0) {
+        int out[64] = {0}, in[64];
+        MPI_Request r;
+        MPI_Ialltoall(out, 1, MPI_INT, in, 1, MPI_INT, MPI_COMM_WORLD, &r); /* refused (generated): aborts */
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
     MPI_Comm cart, dupw;
     const int dims[1] = {size - 1}, periods[1] = {1};

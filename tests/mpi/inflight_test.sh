@@ -5,8 +5,10 @@
 #      to itself on MPI_COMM_SELF) in the layer's buffer at the
 #      drain's quiescent point, and receive them after it in order (the
 #      program checks payloads, tags, sources, counts; exit 0, "ok");
-#   2. with "ssend", MPI_Ssend is refused at call time: the job fails and
-#      stderr names the call.
+#   2. with "ssend", MPI_Ssend (refused in the layer's source), and with
+#      "ialltoall", MPI_Ialltoall (refused by a wrapper generated from the
+#      MPI's header) fail at call time: the job fails and stderr names the
+#      call and the reason.
 set -u
 KIND=${1:?usage: inflight_test.sh openmpi|mpich LAUNCHER INFLIGHT LIB}
 LAUNCHER=${2:?} PROG=${3:?} LIB=${4:?}
@@ -26,13 +28,18 @@ grep -q "rank 1: at drain 1's quiescent point: 17 MPI message(s)" "$tmp/run.err"
 [ $failed = 0 ] && echo "ok   16 messages buffered by the drain on a sub-communicator, received after it in order"
 [ $failed = 0 ] || { cat "$tmp/run" "$tmp/run.err"; }
 
-mpi_launch "$KIND" "$LAUNCHER" 3 "$LIB" "$tmp/ssend" "$PROG" ssend
-rc=$?
-if [ $rc = 0 ] || [ $rc = 124 ]; then
-    fail "a program calling MPI_Ssend exited $rc under the layer (refused calls must fail at once)"
-elif ! grep -q "MPI_Ssend is not supported by weft-mpi" "$tmp/ssend.err"; then
-    fail "the refusal does not name MPI_Ssend"; cat "$tmp/ssend.err"
-else
-    echo "ok   MPI_Ssend refused at call time (exit $rc), the call named"
-fi
+for call in Ssend Ialltoall; do
+    mode=$(echo "$call" | tr 'A-Z' 'a-z')
+    mpi_launch "$KIND" "$LAUNCHER" 3 "$LIB" "$tmp/$mode" "$PROG" "$mode"
+    rc=$?
+    if [ $rc = 0 ] || [ $rc = 124 ]; then
+        fail "a program calling MPI_$call exited $rc under the layer (refused calls must fail at once)"
+    elif ! grep -q "MPI_$call is not supported by weft-mpi yet (.*)" "$tmp/$mode.err"; then
+        fail "the refusal does not name MPI_$call and why"
+        cat "$tmp/$mode.err"
+    else
+        echo "ok   MPI_$call refused at call time (exit $rc), the call and the reason named:"
+        grep -m1 "MPI_$call is not supported" "$tmp/$mode.err"
+    fi
+done
 exit $failed
