@@ -126,6 +126,7 @@ weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ra
     if (Status st = weft_comm_world(ctx, &world)) return st;
     // Validates the list (NULL, duplicates, unknown ranks, caller absent).
     if (Status st = weft_comm_create_from_ranks(world, job_ranks, n, tag, &comm)) return st;
+    weft::group::comm_of(comm)->stack_clock = true;
     auto* c = new weft_drain_clock;
     c->ctx = ctx;
     c->comm = comm;

@@ -113,6 +113,10 @@ struct Comm {
     bool freeing = false;           // user freed it; the release barrier runs
     bool slots_known = true;  // every member's clock slot is known (create_from_ranks: after its first collective)
     bool world = false;
+    // The Collective Clock of an external stack's communicator
+    // (weft_drain_clock_create): the stack's, so a checkpoint leaves it out
+    // and the stack makes it again before a restart (group/snapshot.cpp).
+    bool stack_clock = false;
     bool revoked = false;       // weft_comm_revoke (group/ft.cpp)
     Comm* survivors = nullptr;  // G non-empty: collectives run over this (group/ft)
     const uint8_t* recognised =

@@ -87,7 +87,7 @@ Status save_snapshot(Runtime& rt, const RegionMap& regions, std::vector<uint8_t>
     index.add(&world);
     for (const auto& owned : registry.comms()) {
         const Comm& c = *owned;
-        if (c.world) continue;
+        if (c.world || c.stack_clock) continue;  // a stack's clock: the stack makes it again
         const auto id = static_cast<unsigned long long>(c.id);
         if (!c.handle) return unsupported("communicator %llx, which weft made for itself", id);
         if (c.freeing) return unsupported("communicator %llx, freed but not yet released", id);
@@ -218,7 +218,8 @@ Status check_snapshot(Runtime& rt, const uint8_t* data, size_t len, const Region
     // The saved state goes into a runtime that holds none of its own.
     uint64_t held = 0;
     e->p2p().pool().for_each([&](const Request& r) { held += r.magic == Request::live_magic && r.user; });
-    const size_t comms = e->registry().comms().size() - 1;
+    size_t comms = 0;  // besides the world and the stack's clocks, made again before a restart
+    for (const auto& owned : e->registry().comms()) comms += !owned->world && !owned->stack_clock;
     if (held || comms || !world.p2p.posted.empty() || !world.p2p.unexpected.empty())
         return WEFT_FAIL(WEFT_ERR_BUSY,
                          "%s: restart: this rank already has %llu request(s), %zu communicator(s) besides the world "

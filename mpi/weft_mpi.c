@@ -35,6 +35,7 @@
  */
 #define _GNU_SOURCE
 #include <weft/bootstrap.h>
+#include <weft/ckpt.h>
 #include <weft/drain.h>
 #include <weft/mpi_layer.h>
 #include <weft/weft.h>
@@ -236,6 +237,28 @@ typedef struct buffered {
 static buffered_t *buf_head, *buf_tail;
 static uint64_t nbuffered; /* in the buffer now */
 
+/* A message's place in the buffer, its bytes still to be filled. */
+static buffered_t* buffer_new(MPI_Comm comm, int source, int tag, int bytes) {
+    buffered_t* m = malloc(sizeof *m + (size_t)bytes);
+    if (!m) return NULL;
+    m->comm = comm;
+    m->source = source;
+    m->tag = tag;
+    m->bytes = bytes;
+    m->next = NULL;
+    return m;
+}
+
+/* After every message already there. */
+static void buffer_append(buffered_t* m) {
+    if (buf_tail)
+        buf_tail->next = m;
+    else
+        buf_head = m;
+    buf_tail = m;
+    ++nbuffered;
+}
+
 static int matches(const buffered_t* m, MPI_Comm comm, int source, int tag) {
     return m->comm == comm && (source == MPI_ANY_SOURCE || source == m->source) &&
            (tag == MPI_ANY_TAG || tag == m->tag);
@@ -354,23 +377,13 @@ static uint64_t hook_buffer(void* arg) {
             PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comms[c].comm, &flag, &st);
             if (!flag) break;
             PMPI_Get_count(&st, MPI_BYTE, &bytes);
-            buffered_t* m = malloc(sizeof *m + (size_t)bytes);
+            buffered_t* m = buffer_new(comms[c].comm, st.MPI_SOURCE, st.MPI_TAG, bytes);
             if (!m) {
                 fprintf(stderr, "weft-mpi rank %d: no memory to buffer a %d-byte message\n", world_rank, bytes);
                 abort_job();
             }
-            m->comm = comms[c].comm;
-            m->source = st.MPI_SOURCE;
-            m->tag = st.MPI_TAG;
-            m->bytes = bytes;
-            m->next = NULL;
             PMPI_Recv(m->data, bytes, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comms[c].comm, MPI_STATUS_IGNORE);
-            if (buf_tail)
-                buf_tail->next = m;
-            else
-                buf_head = m;
-            buf_tail = m;
-            ++nbuffered;
+            buffer_append(m);
             ++arrived;
         }
     }
@@ -540,6 +553,155 @@ weft_status_t weft_mpi_drain(weft_drain_result_t* result) {
     if (word[0] != WEFT_OK) return (weft_status_t)word[0];
     weft_drain_result_t mine;
     return weft_drain_wait(ctx, word[1], 0, result ? result : &mine);
+}
+
+/* ------------------------------------- checkpoint through weft's ckpt */
+/* The layer's buffer, saved as a protected region of its own at a
+ * checkpoint and put back at a restart. A region's size must be the same
+ * at restart, before anything is known of the image: a fixed capacity. */
+static const uint32_t BUFFER_REGION = 0xf0000001u;
+typedef struct {
+    uint64_t magic, count, used; /* used: bytes of records after this header */
+} saved_header_t;
+typedef struct {
+    int32_t comm_tag; /* the communicator's clock tag: the same when the program makes them in the same order */
+    int32_t source, tag, bytes;
+} saved_record_t;
+static const uint64_t saved_magic = 0x7765667462756631ull; /* "weftbuf1" */
+static unsigned char* saved;
+static size_t saved_capacity;
+
+static weft_status_t saved_region(void) {
+    if (saved) return WEFT_OK;
+    const char* v = getenv("WEFT_MPI_CKPT_BUFFER_BYTES");
+    size_t capacity = v && *v ? (size_t)strtoull(v, NULL, 10) : (size_t)1 << 20;
+    if (capacity < sizeof(saved_header_t)) capacity = sizeof(saved_header_t);
+    saved = calloc(1, capacity);
+    if (!saved) return WEFT_ERR_NO_MEMORY;
+    saved_capacity = capacity;
+    const weft_status_t st = weft_ckpt_region_register(ctx, BUFFER_REGION, saved, capacity);
+    if (st != WEFT_OK) {
+        free(saved);
+        saved = NULL;
+    }
+    return st;
+}
+
+/* The buffer, oldest first, into the region; NO_MEMORY if it does not fit. */
+static weft_status_t buffer_save(void) {
+    saved_header_t h = {saved_magic, 0, 0};
+    size_t at = sizeof h;
+    for (buffered_t* m = buf_head; m; m = m->next) {
+        const size_t need = sizeof(saved_record_t) + (((size_t)m->bytes + 7) & ~(size_t)7);
+        if (at + need > saved_capacity) {
+            fprintf(stderr,
+                    "weft-mpi rank %d: checkpoint: %llu buffered MPI message(s) do not fit the layer's %zu-byte "
+                    "region (WEFT_MPI_CKPT_BUFFER_BYTES)\n",
+                    world_rank, (unsigned long long)nbuffered, saved_capacity);
+            return WEFT_ERR_NO_MEMORY;
+        }
+        const int i = index_of(m->comm);
+        saved_record_t r = {i >= 0 ? comms[i].tag : -1, m->source, m->tag, m->bytes};
+        memcpy(saved + at, &r, sizeof r);
+        memcpy(saved + at + sizeof r, m->data, (size_t)m->bytes);
+        at += need;
+        ++h.count;
+    }
+    h.used = at - sizeof h;
+    memcpy(saved, &h, sizeof h);
+    return WEFT_OK;
+}
+
+/* The region's messages back into the (empty) buffer, in their order. */
+static weft_status_t buffer_load(void) {
+    saved_header_t h;
+    memcpy(&h, saved, sizeof h);
+    if (h.magic != saved_magic || h.used > saved_capacity - sizeof h) {
+        fprintf(stderr, "weft-mpi rank %d: restart: the layer's saved buffer is not one it wrote\n", world_rank);
+        return WEFT_ERR_PROTOCOL;
+    }
+    size_t at = sizeof h;
+    for (uint64_t k = 0; k < h.count; ++k) {
+        saved_record_t r;
+        if (at + sizeof r > sizeof h + h.used) return WEFT_ERR_PROTOCOL;
+        memcpy(&r, saved + at, sizeof r);
+        const size_t need = sizeof r + (((size_t)r.bytes + 7) & ~(size_t)7);
+        if (r.bytes < 0 || at + need > sizeof h + h.used) return WEFT_ERR_PROTOCOL;
+        int c = -1;
+        for (int i = 0; i < ncomms && c < 0; ++i)
+            if (comms[i].tag == r.comm_tag) c = i;
+        if (c < 0) {
+            fprintf(stderr,
+                    "weft-mpi rank %d: restart: a saved message's communicator (clock tag %d) was not made again "
+                    "(make the communicators in the same order before weft_mpi_restart)\n",
+                    world_rank, (int)r.comm_tag);
+            return WEFT_ERR_NOT_FOUND;
+        }
+        buffered_t* m = buffer_new(comms[c].comm, r.source, r.tag, r.bytes);
+        if (!m) return WEFT_ERR_NO_MEMORY;
+        memcpy(m->data, saved + at + sizeof r, (size_t)r.bytes);
+        buffer_append(m);
+        at += need;
+    }
+    return WEFT_OK;
+}
+
+/* The worst status of every rank (a max over the layer's private
+ * communicator), so all return the same and none enters a collective of
+ * weft's the others skip. */
+static weft_status_t agree_status(weft_status_t mine) {
+    int in = (int)mine, out = 0;
+    MPI_Request req;
+    ENTER();
+    int rc = PMPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, boot_comm, &req);
+    if (rc == MPI_SUCCESS) rc = wait_request(&req, MPI_STATUS_IGNORE);
+    LEAVE();
+    return rc == MPI_SUCCESS ? (weft_status_t)out : WEFT_ERR_TRANSPORT;
+}
+
+weft_status_t weft_mpi_checkpoint(const char* dir, weft_ckpt_profile_t* profile) {
+    weft_status_t st = drains_allowed("weft_mpi_checkpoint");
+    if (st != WEFT_OK) return st;
+    st = saved_region();
+    if (st == WEFT_OK && nposted > 0) {
+        fprintf(stderr,
+                "weft-mpi rank %d: checkpoint: %d MPI receive(s) posted; a restarted MPI would not have them "
+                "(complete or free them first)\n",
+                world_rank, nposted);
+        st = WEFT_ERR_UNSUPPORTED;
+    }
+    if ((st = agree_status(st)) != WEFT_OK) return st;
+    weft_drain_result_t r;
+    st = weft_mpi_drain(&r); /* every MPI message in transit is in the buffer now */
+    if (st == WEFT_OK) {
+        ENTER(); /* the buffer is the hooks' too */
+        st = buffer_save();
+        LEAVE();
+    }
+    if ((st = agree_status(st)) != WEFT_OK) return st;
+    return weft_checkpoint(ctx, dir, profile);
+}
+
+weft_status_t weft_mpi_restart(const char* dir, weft_restart_info_t* info) {
+    if (!layer_live) {
+        fprintf(stderr, "weft-mpi: weft_mpi_restart outside MPI_Init..MPI_Finalize\n");
+        return WEFT_ERR_INVALID_ARG;
+    }
+    weft_restart_info_t mine;
+    if (!info) info = &mine;
+    weft_status_t st = agree_status(saved_region());
+    if (st != WEFT_OK) return st;
+    st = weft_restart(ctx, dir, info);
+    if (st != WEFT_OK || !info->restarted) return st;
+    ENTER();
+    if (nbuffered) {
+        fprintf(stderr, "weft-mpi rank %d: restart: the layer already holds MPI messages\n", world_rank);
+        st = WEFT_ERR_BUSY;
+    } else {
+        st = buffer_load();
+    }
+    LEAVE();
+    return agree_status(st);
 }
 
 /* --------------------------------------------------------- init/finalize */

@@ -7,6 +7,7 @@
 #include "tests/mp/mp_main.hpp"
 
 #include <weft/ckpt.h>
+#include <weft/drain.h>
 #include <weft/comm.h>
 #include <weft/ft.h>
 #include <weft/group.h>
@@ -666,6 +667,38 @@ TEST(Ckpt, RestartNeedsEverySavedRegionAtItsSize) {
     ASSERT_EQ(weft_restart(ctx, dir.c_str(), nullptr), WEFT_OK);
     EXPECT_EQ(c, std::vector<uint8_t>(8, 3));
     for (uint32_t id : {5u, 6u, 7u}) EXPECT_EQ(weft_ckpt_region_remove(ctx, id), WEFT_OK);
+    all_meet();
+    remove_tree(dir);
+}
+
+// An external stack's Collective Clocks (weft_drain_clock_create, as
+// libweft-mpi makes for each MPI communicator) are the stack's: a checkpoint
+// leaves them out, and a restart made after the stack made them again is
+// not refused as if the runtime held communicators of its own (it was:
+// WEFT_ERR_BUSY, found by libweft-mpi's mpi.ckpt.*).
+TEST(Ckpt, AStacksDrainClocksAreItsOwnAtACheckpointAndARestart) {
+    const std::string dir = shared_temp_dir();
+    std::vector<uint32_t> everyone(size);
+    for (uint32_t r = 0; r < size; ++r) everyone[r] = r;
+    weft_drain_clock_t clock = nullptr;
+    ASSERT_EQ(weft_drain_clock_create(ctx, everyone.data(), size, 77, &clock), WEFT_OK);
+    ASSERT_EQ(weft_drain_commit_begin(clock), WEFT_OK);
+    ASSERT_EQ(weft_drain_commit_finish(clock), WEFT_OK);
+    std::vector<uint8_t> a(64, 4);
+    ASSERT_EQ(weft_ckpt_region_register(ctx, 8, a.data(), a.size()), WEFT_OK);
+    weft_ckpt_profile_t prof;
+    ASSERT_EQ(weft_checkpoint(ctx, dir.c_str(), &prof), WEFT_OK);
+    EXPECT_EQ(prof.communicators, 0u) << "the stack's clock is not saved";
+    a.assign(64, 0);
+    weft_restart_info_t info;
+    ASSERT_EQ(weft_restart(ctx, dir.c_str(), &info), WEFT_OK) << "the stack's clock does not make the rank busy";
+    EXPECT_EQ(info.communicators, 0u);
+    EXPECT_EQ(a, std::vector<uint8_t>(64, 4));
+    // The clock still works after the restart.
+    ASSERT_EQ(weft_drain_commit_begin(clock), WEFT_OK);
+    ASSERT_EQ(weft_drain_commit_finish(clock), WEFT_OK);
+    ASSERT_EQ(weft_drain_clock_free(&clock), WEFT_OK);
+    EXPECT_EQ(weft_ckpt_region_remove(ctx, 8), WEFT_OK);
     all_meet();
     remove_tree(dir);
 }
