@@ -87,10 +87,16 @@ static void fail(const char* what, weft_status_t st) {
  * asserts). The hook only tries the lock: a thread that holds it is inside
  * MPI, progressing it anyway. */
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
-#define ENTER()                        \
-    do {                               \
-        CHECK(weft_drain_enter(ctx));  \
-        pthread_mutex_lock(&mpi_lock); \
+/* Synchronous sends in flight are advanced at every call and every wait
+ * (their acknowledgments: see "synchronous mode"). */
+struct sync_send;
+static struct sync_send* sync_sends;
+static void sync_progress(void);
+#define ENTER()                          \
+    do {                                 \
+        CHECK(weft_drain_enter(ctx));    \
+        pthread_mutex_lock(&mpi_lock);   \
+        if (sync_sends) sync_progress(); \
     } while (0)
 #define LEAVE()                          \
     do {                                 \
@@ -103,6 +109,7 @@ static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_unlock(&mpi_lock); \
         CHECK(weft_drain_yield(ctx));    \
         pthread_mutex_lock(&mpi_lock);   \
+        if (sync_sends) sync_progress(); \
     } while (0)
 
 /* ------------------------------------------------------------ bootstrap */
@@ -144,6 +151,8 @@ static struct {
     weft_drain_clock_t clock;
     int32_t tag;      /* its clock's tag */
     uint32_t created; /* communicators created from it so far */
+    int* world;       /* each member's rank in MPI_COMM_WORLD */
+    int size;
 } comms[COMM_MAX];
 static int ncomms;
 
@@ -212,9 +221,10 @@ static void adopt(MPI_Comm comm, int parent) {
     CHECK(weft_drain_clock_create(ctx, ranks, (uint32_t)n, tag, &comms[ncomms].clock));
     comms[ncomms].comm = comm;
     comms[ncomms].tag = tag;
+    comms[ncomms].world = theirs; /* kept: synchronous mode names peers by world rank */
+    comms[ncomms].size = n;
     comms[ncomms++].created = 0;
     free(mine);
-    free(theirs);
     free(ranks);
 }
 
@@ -222,6 +232,7 @@ static void forget(MPI_Comm comm) {
     const int i = index_of(comm);
     if (i < 0) return;
     CHECK(weft_drain_clock_free(&comms[i].clock));
+    free(comms[i].world);
     comms[i] = comms[--ncomms];
 }
 
@@ -231,6 +242,8 @@ typedef struct buffered {
     MPI_Comm comm;
     int source, tag;
     int bytes;
+    uint64_t drain;   /* the drain that took it out of MPI (0: restored from a checkpoint) */
+    uint32_t ordinal; /* its place among that drain's messages from its sender with its tag and communicator */
     struct buffered* next;
     unsigned char data[];
 } buffered_t;
@@ -245,6 +258,8 @@ static buffered_t* buffer_new(MPI_Comm comm, int source, int tag, int bytes) {
     m->source = source;
     m->tag = tag;
     m->bytes = bytes;
+    m->drain = 0;
+    m->ordinal = 0;
     m->next = NULL;
     return m;
 }
@@ -299,9 +314,13 @@ static void fill_status(MPI_Status* st, const buffered_t* m) {
     PMPI_Status_set_cancelled(st, 0);
 }
 
+static void sync_acknowledge(const buffered_t* m);
+
 /* Delivers m into (buf, count, type) and frees it; MPI_ERR_TRUNCATE if it
- * does not fit (what fits is delivered, as MPI does). */
+ * does not fit (what fits is delivered, as MPI does). Its sender learns
+ * that the program has received it (synchronous mode). */
 static int deliver(buffered_t* m, void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status* st) {
+    sync_acknowledge(m);
     int type_size = 0, position = 0, rc = MPI_SUCCESS;
     PMPI_Type_size(type, &type_size);
     const long capacity = (long)count * type_size;
@@ -346,6 +365,270 @@ static void completed(MPI_Request req) {
         }
 }
 
+/* ------------------------------------------------- synchronous mode */
+/* MPI_Ssend completes once its receive has begun. A message a drain took
+ * into the receiver's buffer has been received by MPI, not by the program,
+ * and MPI then completes the send; the layer must not let the program see
+ * that. So:
+ *   - the receiver's drain hook reports each message it buffers to its
+ *     sender (the drain, and the message's ordinal among that drain's
+ *     messages from that sender with that communicator and tag), and the
+ *     receiver acknowledges it when the program receives it from the buffer;
+ *   - the sender counts, for each (communicator, destination, tag) it has
+ *     sent a synchronous message on, all its sends there, and notes the
+ *     count at each drain. Per such key MPI matches in send order and a
+ *     drain takes every unmatched message, so a drain d took the last k_d
+ *     sent before it: send number s was taken by d iff
+ *     n_d - k_d < s <= n_d, with ordinal s - (n_d - k_d);
+ *   - MPI_Issend gives the program a generalized request that the layer
+ *     completes once MPI's own request is complete and, if a drain took the
+ *     message, its acknowledgment has come. MPI_Ssend is MPI_Issend and
+ *     MPI_Wait.
+ * Reports and acknowledgments travel on a private communicator, counted
+ * like the program's messages, so a drain takes them in too: when a drain
+ * ends, every report of it has reached its sender. */
+static MPI_Comm sync_comm = MPI_COMM_NULL;
+enum { SYNC_REPORT = 1, SYNC_ACK = 2 };
+typedef struct {
+    int32_t comm_tag, tag;
+    uint64_t drain, ordinal;
+} sync_word_t;
+static uint64_t last_drain; /* the last drain that reached its quiescent point here */
+
+typedef struct {
+    uint64_t drain, sent, taken;
+} sync_drain_t;
+typedef struct sync_key {
+    int32_t comm_tag, tag;
+    int dest;      /* world rank */
+    uint64_t sent; /* sends on this key since its first synchronous one */
+    sync_drain_t* drains;
+    int ndrains, cap;
+    struct sync_key* next;
+} sync_key_t;
+static sync_key_t* sync_keys;
+
+typedef struct sync_send {
+    MPI_Request mpi, program; /* MPI's request; the program's, generalized */
+    sync_key_t* key;
+    uint64_t seq, after; /* its number among key's sends; the last drain before it began */
+    int mpi_done, need_ack;
+    uint64_t ack_drain, ack_ordinal;
+    struct sync_send* next;
+} sync_send_t;
+
+typedef struct sync_ack {
+    int source; /* world rank */
+    sync_word_t w;
+    struct sync_ack* next;
+} sync_ack_t;
+static sync_ack_t* sync_acks; /* acknowledgments not yet matched to a send */
+
+typedef struct sync_out {
+    sync_word_t w;
+    MPI_Request req;
+    struct sync_out* next;
+} sync_out_t;
+static sync_out_t* sync_outgoing; /* words whose MPI_Isend is not known complete */
+
+static int world_rank_in(MPI_Comm comm, int rank) {
+    const int i = index_of(comm);
+    return i >= 0 && rank >= 0 && rank < comms[i].size ? comms[i].world[rank] : -1;
+}
+
+static sync_key_t* sync_key_find(int32_t comm_tag, int dest, int tag) {
+    for (sync_key_t* k = sync_keys; k; k = k->next)
+        if (k->comm_tag == comm_tag && k->dest == dest && k->tag == tag) return k;
+    return NULL;
+}
+
+/* Every send counts on its key once the key has had a synchronous one. */
+static void sync_count_send(MPI_Comm comm, int dest, int tag) {
+    if (!sync_keys || dest == MPI_PROC_NULL) return;
+    const int i = index_of(comm);
+    if (i < 0) return;
+    sync_key_t* k = sync_key_find(comms[i].tag, world_rank_in(comm, dest), tag);
+    if (k) ++k->sent;
+}
+
+/* A word to world rank `to` on the private communicator; counted. */
+static void sync_post(int to, int type, sync_word_t w) {
+    sync_out_t* o = malloc(sizeof *o);
+    if (!o) {
+        fprintf(stderr, "weft-mpi rank %d: no memory for a synchronous-mode word\n", world_rank);
+        abort_job();
+    }
+    o->w = w;
+    PMPI_Isend(&o->w, (int)sizeof o->w, MPI_BYTE, to, type, sync_comm, &o->req);
+    o->next = sync_outgoing;
+    sync_outgoing = o;
+    CHECK(weft_drain_count(ctx, 1, 0));
+}
+
+static void sync_acknowledge(const buffered_t* m) {
+    if (m->drain == 0) return; /* restored from a checkpoint: nobody waits for it */
+    const int i = index_of(m->comm);
+    if (i < 0) return;
+    const sync_word_t w = {comms[i].tag, m->tag, m->drain, m->ordinal};
+    sync_post(world_rank_in(m->comm, m->source), SYNC_ACK, w);
+}
+
+/* Whether s's message was taken by a drain, and so waits for its ack. */
+static void sync_resolve(sync_send_t* s) {
+    for (int j = 0; j < s->key->ndrains; ++j) {
+        const sync_drain_t* r = &s->key->drains[j];
+        if (r->drain <= s->after || s->seq > r->sent || s->seq + r->taken <= r->sent) continue;
+        s->need_ack = 1;
+        s->ack_drain = r->drain;
+        s->ack_ordinal = s->seq - (r->sent - r->taken);
+        return;
+    }
+}
+
+/* Takes in reports and acknowledgments (under the lock); how many. */
+static uint64_t sync_poll(void) {
+    uint64_t got = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, sync_comm, &flag, &st);
+        if (!flag) break;
+        sync_word_t w;
+        PMPI_Recv(&w, (int)sizeof w, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, sync_comm, MPI_STATUS_IGNORE);
+        ++got;
+        sync_key_t* k = sync_key_find(w.comm_tag, st.MPI_SOURCE, w.tag);
+        if (!k) continue; /* a key that never carried a synchronous send */
+        if (st.MPI_TAG == SYNC_REPORT) {
+            for (int j = 0; j < k->ndrains; ++j)
+                if (k->drains[j].drain == w.drain && w.ordinal > k->drains[j].taken) k->drains[j].taken = w.ordinal;
+        } else {
+            sync_ack_t* a = malloc(sizeof *a);
+            if (!a) abort_job();
+            a->source = st.MPI_SOURCE;
+            a->w = w;
+            a->next = sync_acks;
+            sync_acks = a;
+        }
+    }
+    for (sync_out_t** o = &sync_outgoing; *o;) {
+        int done = 0;
+        PMPI_Test(&(*o)->req, &done, MPI_STATUS_IGNORE);
+        if (done) {
+            sync_out_t* gone = *o;
+            *o = gone->next;
+            free(gone);
+        } else {
+            o = &(*o)->next;
+        }
+    }
+    return got;
+}
+
+static int sync_take_ack(const sync_send_t* s) {
+    for (sync_ack_t** a = &sync_acks; *a; a = &(*a)->next) {
+        const sync_ack_t* x = *a;
+        if (x->source == s->key->dest && x->w.comm_tag == s->key->comm_tag && x->w.tag == s->key->tag &&
+            x->w.drain == s->ack_drain && x->w.ordinal == s->ack_ordinal) {
+            sync_ack_t* gone = *a;
+            *a = gone->next;
+            free(gone);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Completes the program's requests of the synchronous sends that are done
+ * (under the lock, from the program's threads). */
+static void sync_progress(void) {
+    const uint64_t got = sync_poll();
+    if (got) CHECK(weft_drain_count(ctx, 0, got));
+    for (sync_send_t** p = (sync_send_t**)&sync_sends; *p;) {
+        sync_send_t* x = *p;
+        if (!x->mpi_done) {
+            int done = 0;
+            PMPI_Test(&x->mpi, &done, MPI_STATUS_IGNORE);
+            if (done) {
+                x->mpi_done = 1;
+                sync_resolve(x);
+            }
+        }
+        if (x->mpi_done && x->need_ack && sync_take_ack(x)) x->need_ack = 0;
+        if (x->mpi_done && !x->need_ack) {
+            PMPI_Grequest_complete(x->program);
+            *p = x->next;
+            free(x);
+        } else {
+            p = &x->next;
+        }
+    }
+}
+
+/* The drain hook's part (drain thread, under the lock): note each key's
+ * count at the first call of a drain, and forget what no send can need. */
+static uint64_t sync_noted;
+static void sync_note_drain(uint64_t drain) {
+    if (drain == sync_noted) return;
+    sync_noted = drain;
+    for (sync_key_t* k = sync_keys; k; k = k->next) {
+        uint64_t oldest = UINT64_MAX; /* the earliest drain a pending send of k can need */
+        for (sync_send_t* x = (sync_send_t*)sync_sends; x; x = x->next)
+            if (x->key == k && x->after < oldest) oldest = x->after;
+        int keep = 0;
+        for (int j = 0; j < k->ndrains; ++j)
+            if (k->drains[j].drain > oldest) k->drains[keep++] = k->drains[j];
+        k->ndrains = keep;
+        if (oldest == UINT64_MAX) continue; /* no pending send: nothing to note */
+        if (k->ndrains == k->cap) {
+            const int cap = k->cap ? 2 * k->cap : 4;
+            sync_drain_t* more = realloc(k->drains, (size_t)cap * sizeof *more);
+            if (!more) abort_job();
+            k->drains = more;
+            k->cap = cap;
+        }
+        k->drains[k->ndrains++] = (sync_drain_t){drain, k->sent, 0};
+    }
+}
+
+/* The ordinals of one drain's buffered messages, per sender and key. */
+typedef struct {
+    int source;
+    int32_t comm_tag, tag;
+    uint64_t count;
+} sync_ordinal_t;
+static sync_ordinal_t* ordinals;
+static int nordinals, ordinals_cap;
+static uint64_t ordinals_drain;
+
+/* A message the drain hook just buffered: its drain and ordinal, and the
+ * report to its sender. */
+static void sync_report(buffered_t* m, int comm_index, uint64_t drain) {
+    if (ordinals_drain != drain) {
+        ordinals_drain = drain;
+        nordinals = 0;
+    }
+    const int source = comms[comm_index].world[m->source];
+    const int32_t comm_tag = comms[comm_index].tag;
+    sync_ordinal_t* o = NULL;
+    for (int j = 0; j < nordinals && !o; ++j)
+        if (ordinals[j].source == source && ordinals[j].comm_tag == comm_tag && ordinals[j].tag == m->tag)
+            o = &ordinals[j];
+    if (!o) {
+        if (nordinals == ordinals_cap) {
+            const int cap = ordinals_cap ? 2 * ordinals_cap : 16;
+            sync_ordinal_t* more = realloc(ordinals, (size_t)cap * sizeof *more);
+            if (!more) abort_job();
+            ordinals = more;
+            ordinals_cap = cap;
+        }
+        o = &ordinals[nordinals++];
+        *o = (sync_ordinal_t){source, comm_tag, m->tag, 0};
+    }
+    m->drain = drain;
+    m->ordinal = ++o->count;
+    sync_post(source, SYNC_REPORT, (sync_word_t){comm_tag, m->tag, drain, m->ordinal});
+}
+
 /* -------------------------------------------------------- the hooks */
 static void hook_progress(void* arg) {
     (void)arg;
@@ -361,6 +644,8 @@ static uint64_t hook_buffer(void* arg) {
     uint64_t arrived = 0;
     /* Called with every program thread outside (or yielding): free at once. */
     pthread_mutex_lock(&mpi_lock);
+    const uint64_t drain = __atomic_load_n(&last_drain, __ATOMIC_RELAXED) + 1;
+    sync_note_drain(drain);
     for (int i = 0; i < nposted; ++i) {
         if (posted[i].counted) continue;
         int flag = 0;
@@ -384,9 +669,11 @@ static uint64_t hook_buffer(void* arg) {
             }
             PMPI_Recv(m->data, bytes, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comms[c].comm, MPI_STATUS_IGNORE);
             buffer_append(m);
+            sync_report(m, c, drain);
             ++arrived;
         }
     }
+    arrived += sync_poll();
     pthread_mutex_unlock(&mpi_lock);
     if (arrived) CHECK(weft_drain_count(ctx, 0, arrived));
     return 0; /* every transfer MPI had for us is received now */
@@ -400,6 +687,7 @@ static void* user_quiescent_arg;
 /* At the quiescent point (the drain thread; no weft calls here). */
 static void on_quiescent(void* arg, const weft_drain_result_t* r) {
     (void)arg;
+    __atomic_store_n(&last_drain, r->drain, __ATOMIC_RELAXED);
     fprintf(stderr, "weft-mpi rank %d: at drain %llu's quiescent point: %llu MPI message(s) in this rank's buffer\n",
             world_rank, (unsigned long long)r->drain, (unsigned long long)nbuffered);
     pthread_mutex_lock(&user_quiescent_lock);
@@ -663,6 +951,12 @@ weft_status_t weft_mpi_checkpoint(const char* dir, weft_ckpt_profile_t* profile)
     weft_status_t st = drains_allowed("weft_mpi_checkpoint");
     if (st != WEFT_OK) return st;
     st = saved_region();
+    if (st == WEFT_OK && sync_sends) {
+        fprintf(stderr,
+                "weft-mpi rank %d: checkpoint: a synchronous send is in flight; a restarted MPI would not have it\n",
+                world_rank);
+        st = WEFT_ERR_UNSUPPORTED;
+    }
     if (st == WEFT_OK && nposted > 0) {
         fprintf(stderr,
                 "weft-mpi rank %d: checkpoint: %d MPI receive(s) posted; a restarted MPI would not have them "
@@ -714,6 +1008,7 @@ static int layer_init(int required, int* provided) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     PMPI_Comm_dup(MPI_COMM_WORLD, &boot_comm);
+    PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm);
     drains_ok = got >= MPI_THREAD_SERIALIZED;
 
     weft_bootstrap_ops_t ops;
@@ -782,6 +1077,14 @@ int MPI_Finalize(void) {
         weft_mpi_set_quiescent_callback(NULL, NULL);
         while (ncomms > 0) forget(comms[ncomms - 1].comm);
         CHECK(weft_finalize(ctx));
+        for (sync_out_t* o = sync_outgoing; o;) { /* small and eager: long since sent */
+            sync_out_t* next = o->next;
+            PMPI_Wait(&o->req, MPI_STATUS_IGNORE);
+            free(o);
+            o = next;
+        }
+        sync_outgoing = NULL;
+        PMPI_Comm_free(&sync_comm);
         PMPI_Comm_free(&boot_comm);
         layer_live = 0;
         if (nbuffered)
@@ -965,7 +1268,10 @@ static int counted_send(send_start_fn start, const char* call, const void* buf, 
     known(comm, call);
     ENTER();
     int rc = start(buf, count, type, dest, tag, comm, req);
-    if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL) CHECK(weft_drain_count(ctx, 1, 0));
+    if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL) {
+        CHECK(weft_drain_count(ctx, 1, 0));
+        sync_count_send(comm, dest, tag);
+    }
     LEAVE();
     return rc;
 }
@@ -977,7 +1283,10 @@ static int counted_blocking_send(send_start_fn start, const char* call, const vo
     ENTER();
     int rc = start(buf, count, type, dest, tag, comm, &req);
     if (rc == MPI_SUCCESS) {
-        if (dest != MPI_PROC_NULL) CHECK(weft_drain_count(ctx, 1, 0));
+        if (dest != MPI_PROC_NULL) {
+            CHECK(weft_drain_count(ctx, 1, 0));
+            sync_count_send(comm, dest, tag);
+        }
         rc = wait_request(&req, MPI_STATUS_IGNORE);
     }
     LEAVE();
@@ -993,6 +1302,69 @@ int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
 int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
     return counted_send(PMPI_Ibsend, "MPI_Ibsend", buf, count, type, dest, tag, comm, req);
 }
+/* Synchronous mode ("synchronous mode" above): MPI's MPI_Issend under a
+ * generalized request the layer completes. */
+static int sync_query(void* extra, MPI_Status* st) {
+    (void)extra;
+    st->MPI_SOURCE = MPI_UNDEFINED;
+    st->MPI_TAG = MPI_UNDEFINED;
+    st->MPI_ERROR = MPI_SUCCESS;
+    PMPI_Status_set_elements(st, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(st, 0);
+    return MPI_SUCCESS;
+}
+static int sync_free(void* extra) {
+    (void)extra;
+    return MPI_SUCCESS;
+}
+static int sync_cancel(void* extra, int complete) {
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    known(comm, "MPI_Issend");
+    if (dest == MPI_PROC_NULL) return PMPI_Issend(buf, count, type, dest, tag, comm, req);
+    const int to = world_rank_in(comm, dest);
+    if (to < 0) return PMPI_Issend(buf, count, type, dest, tag, comm, req); /* MPI reports the bad rank */
+    sync_send_t* x = calloc(1, sizeof *x);
+    if (!x) {
+        fprintf(stderr, "weft-mpi rank %d: no memory for a synchronous send\n", world_rank);
+        abort_job();
+    }
+    ENTER();
+    const int32_t comm_tag = comms[index_of(comm)].tag;
+    sync_key_t* k = sync_key_find(comm_tag, to, tag);
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k) abort_job();
+        *k = (sync_key_t){comm_tag, tag, to, 0, NULL, 0, 0, sync_keys};
+        sync_keys = k;
+    }
+    int rc = PMPI_Issend(buf, count, type, dest, tag, comm, &x->mpi);
+    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(sync_query, sync_free, sync_cancel, NULL, req);
+    if (rc == MPI_SUCCESS) {
+        CHECK(weft_drain_count(ctx, 1, 0));
+        x->key = k;
+        x->seq = ++k->sent;
+        x->after = __atomic_load_n(&last_drain, __ATOMIC_RELAXED);
+        x->program = *req;
+        x->next = sync_sends;
+        sync_sends = x;
+    } else {
+        free(x);
+    }
+    LEAVE();
+    return rc;
+}
+
+int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    MPI_Request req;
+    const int rc = MPI_Issend(buf, count, type, dest, tag, comm, &req);
+    return rc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+}
+
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
     return counted_blocking_send(PMPI_Isend, "MPI_Send", buf, count, type, dest, tag, comm);
 }

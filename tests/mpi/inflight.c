@@ -3,7 +3,7 @@
  * come out of the drain's buffer after it, in order, through the wrapped
  * receive and probe calls (run under libweft-mpi only: it raises SIGUSR1).
  *
- *   LD_PRELOAD=libweft-mpi-KIND.so mpiexec -n 2 mpi_inflight [ssend]
+ *   LD_PRELOAD=libweft-mpi-KIND.so mpiexec -n 3 mpi_inflight [ialltoall]
  *
  * Ranks 0 and 1 split off a communicator of their own. Rank 0 sends N
  * messages to rank 1 on it and asks for a drain (raise(SIGUSR1)); every
@@ -25,8 +25,7 @@
  * only if every rank counted the cartesian creation, MPI_COMM_NULL or
  * not); and a message rank 1 sends itself on MPI_COMM_SELF before the
  * drain and receives after it (buffered: 17 messages in all). With
- * "ssend", rank 0 calls MPI_Ssend, which weft-mpi refuses loudly (abort);
- * with "ialltoall", every rank calls MPI_Ialltoall, refused by a wrapper
+ * "ialltoall", every rank calls MPI_Ialltoall, refused by a wrapper
  * generated from the MPI's header (mpi/coverage.py).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -47,10 +46,6 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm pair;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : 1, rank, &pair);
-    if (argc > 1 && strcmp(argv[1], "ssend") == 0 && rank == 0) {
-        int v = 1;
-        MPI_Ssend(&v, 1, MPI_INT, 1, 0, pair); /* refused: aborts the job */
-    }
     if (argc > 1 && strcmp(argv[1], "ialltoall") == 0) {
         int out[64] = {0}, in[64];
         MPI_Request r;

@@ -1,0 +1,117 @@
+/*
+ * ssend.c — synchronous mode across a drain, under libweft-mpi (it raises
+ * SIGUSR1), 3 ranks:
+ *
+ *   LD_PRELOAD=libweft-mpi-KIND.so mpiexec -n 3 mpi_ssend
+ *
+ * Rank 0 sends rank 1, all with tag 5: 100 by MPI_Isend, 101 by
+ * MPI_Issend, 102 by MPI_Isend; then asks for a drain. Rank 1 "computes"
+ * for 1.5 s, so the drain takes all three into its buffer, and MPI, which
+ * has received them, completes rank 0's MPI_Issend. The program must not
+ * see that: rank 0 tests its request for 0.5 s after the drain, and it must
+ * stay incomplete until rank 1 receives 101 (from the buffer); then
+ * MPI_Wait returns, and not before rank 1's receive (their CLOCK_MONOTONIC
+ * times are compared: one machine). Rank 2 sends rank 1 a message by
+ * MPI_Ssend, not drained (received when it comes), which completes as
+ * usual. Prints "synchronous sends across a drain: ok".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A signal (the drain's, or weft's wake-ups) ends a nanosleep early: sleep
+ * until the time has really passed. */
+static void nap(double seconds) {
+    const double until = now_s() + seconds;
+    for (double left = seconds; left > 0; left = until - now_s()) {
+        const struct timespec t = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&t, NULL);
+    }
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size, bad = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    /* Connections first: MPICH over UCX wires a pair up on its first
+     * message, which then waits for the receiver's progress (rank 1 is
+     * asleep below); the sends must reach it before the drain. */
+    if (rank == 0 || rank == 2) {
+        int ping = rank;
+        MPI_Sendrecv_replace(&ping, 1, MPI_INT, 1, 9, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (rank == 1) {
+        for (int peer = 0; peer <= 2; peer += 2) {
+            int ping = 0;
+            MPI_Recv(&ping, 1, MPI_INT, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&ping, 1, MPI_INT, peer, 9, MPI_COMM_WORLD);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double times[2] = {0, 0}; /* rank 0: its Issend seen complete; rank 1: 101 received */
+    if (rank == 0) {
+        /* Standard mode may wait for the receive too (MPICH over UCX does
+         * after a synchronous send): non-blocking, waited for at the end. */
+        int a = 100, b = 101, c = 102;
+        MPI_Request r, std[2];
+        MPI_Isend(&a, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &std[0]);
+        MPI_Issend(&b, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &r);
+        MPI_Isend(&c, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &std[1]);
+        raise(SIGUSR1);
+        nap(0.5); /* the drain: a few milliseconds */
+        const double until = now_s() + 0.5;
+        while (now_s() < until) {
+            int flag = 0;
+            MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+            if (flag) {
+                fprintf(stderr, "ssend: rank 0: the Issend completed while rank 1 had received nothing\n");
+                bad = 1;
+                break;
+            }
+            nap(0.01);
+        }
+        if (!bad) MPI_Wait(&r, MPI_STATUS_IGNORE);
+        times[0] = now_s();
+        MPI_Status std_sts[2];
+        MPI_Waitall(2, std, std_sts);
+    } else if (rank == 1) {
+        nap(1.5);
+        int got[3] = {0, 0, 0}, late = 0;
+        for (int i = 0; i < 3; ++i) {
+            MPI_Recv(&got[i], 1, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (i == 1) times[1] = now_s();
+        }
+        MPI_Recv(&late, 1, MPI_INT, 2, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (got[0] != 100 || got[1] != 101 || got[2] != 102 || late != 200) {
+            fprintf(stderr, "ssend: rank 1 received %d %d %d and %d\n", got[0], got[1], got[2], late);
+            bad = 1;
+        }
+    } else if (rank == 2) {
+        nap(1.0); /* after the drain: an ordinary synchronous send */
+        int v = 200;
+        MPI_Ssend(&v, 1, MPI_INT, 1, 6, MPI_COMM_WORLD);
+    }
+    double all[2];
+    MPI_Allreduce(times, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0 && !bad && all[0] < all[1]) {
+        fprintf(stderr, "ssend: rank 0's Issend completed %.3f ms before rank 1 received its message\n",
+                (all[1] - all[0]) * 1e3);
+        bad = 1;
+    }
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("ssend: synchronous sends across a drain: %s (completed %.3f ms after the receive)\n",
+               any ? "FAILED" : "ok", (all[0] - all[1]) * 1e3);
+    MPI_Finalize();
+    return any;
+}
