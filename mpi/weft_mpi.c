@@ -1613,6 +1613,42 @@ int MPI_Request_free(MPI_Request* req) {
     return rc;
 }
 
+/* A cancel is settled at once, as the drain's counts need it: a posted
+ * receive that is cancelled will never arrive (it leaves the posted
+ * table), one that had matched already has arrived (counted now); a send
+ * that is cancelled will never arrive either, so it is counted as arrived
+ * and the job's sent and received still balance. The request stays the
+ * program's to complete with MPI_Wait or MPI_Test, as MPI says. */
+int MPI_Cancel(MPI_Request* req) {
+    if (!req || *req == MPI_REQUEST_NULL) return PMPI_Cancel(req);
+    ENTER();
+    for (const sync_send_t* x = sync_sends; x; x = x->next)
+        if (x->program == *req) {
+            LEAVE();
+            return refuse("MPI_Cancel of a synchronous send", "its acknowledgment protocol has no cancel yet");
+        }
+    int rc = PMPI_Cancel(req);
+    MPI_Status st;
+    int done = 0;
+    while (rc == MPI_SUCCESS && !done) { /* a cancel completes locally */
+        rc = PMPI_Request_get_status(*req, &done, &st);
+        if (rc == MPI_SUCCESS && !done) YIELD();
+    }
+    if (rc == MPI_SUCCESS) {
+        int cancelled = 0, i = 0;
+        PMPI_Test_cancelled(&st, &cancelled);
+        while (i < nposted && posted[i].req != *req) ++i;
+        if (i < nposted) {
+            if (!cancelled && !posted[i].counted) CHECK(weft_drain_count(ctx, 0, 1));
+            posted[i] = posted[--nposted];
+        } else if (cancelled) {
+            CHECK(weft_drain_count(ctx, 0, 1));
+        }
+    }
+    LEAVE();
+    return rc;
+}
+
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* st) {
     known(comm, "MPI_Iprobe");
     ENTER(); /* the drain's hook appends to the buffer */

@@ -17,11 +17,12 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   openmpi-bin libopenmpi-dev mpich libmpich-dev \
   clang-14 clang-format-14 libclang-rt-14-dev procps librsvg2-bin \
   qemu-system-x86 busybox-static iproute2 ibverbs-utils perftest python3 \
-  lammps lammps-examples >/dev/null
+  lammps lammps-examples hpcc >/dev/null
 # The last line is the soft-RoCE VM lane (tests/rxe/run-in-vm.sh): qemu boots
 # Debian's kernel (fetched there with apt-get download) with rdma_rxe;
 # busybox-static is its initramfs; the guest uses the host's rdma (iproute2),
 # perftest and python3 through its read-only view of this root. librsvg2-bin
 # (rsvg-convert, the line before) turns weft-bench's SVG plots into PNG.
-# lammps and lammps-examples: a real MPI application nobody here wrote,
-# drained under libweft-mpi (mpi.lammps.openmpi.n4, with its own melt input).
+# lammps, lammps-examples and hpcc: real MPI applications nobody here
+# wrote, drained under libweft-mpi (mpi.lammps.openmpi.n4 with LAMMPS's own
+# melt input, mpi.hpcc.openmpi.n4 with HPCC's example input).

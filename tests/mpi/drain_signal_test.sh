@@ -14,6 +14,10 @@
 #      MIN_DRAINS drains must reach a quiescent point. A launcher's signal
 #      reaches every rank but must make one drain, not one per rank: no
 #      more drains than signals.
+# A program that writes its results to a file in its working directory
+# (HPCC: hpccoutf.txt) names it in DRAIN_TEST_RESULT_FILE: RESULT and READY
+# are then matched there; DRAIN_TEST_INPUT=SOURCE:NAME is copied into the
+# working directory as NAME before each run (HPCC's hpccinf.txt).
 # KIND is openmpi (LAUNCHER = mpirun) or mpich (LAUNCHER = mpiexec). Every
 # launch is bounded by timeout; a hang is a failure naming the step.
 set -u
@@ -30,13 +34,22 @@ fail() { echo "FAIL drain_signal_test ($KIND, $NAME): $*"; exit 1; }
 MPI_ENV=("WEFT_MPI_TEST_PIDDIR=$tmp/pids")
 mkdir -p "$tmp/pids" "$tmp/cwd"
 cd "$tmp/cwd" || exit 1 # programs that write files (LAMMPS's log) write them here
-launch() {                # launch 0|1 OUT PROGRAM...: the job, with the layer preloaded when 1
-    rm -f "$tmp"/pids/*
+RESULT_FILE=${DRAIN_TEST_RESULT_FILE:-}
+fresh() { # before a launch, in the foreground: nothing of the last run to be mistaken for this one's
+    rm -f "$tmp"/pids/* "$tmp"/cwd/*
+    [ -z "${DRAIN_TEST_INPUT:-}" ] || cp "${DRAIN_TEST_INPUT%%:*}" "$tmp/cwd/${DRAIN_TEST_INPUT#*:}"
+}
+launch() { # launch 0|1 OUT PROGRAM...: the job, with the layer preloaded when 1
     local lib=- out=$2
     [ "$1" = 1 ] && lib=$LIB
     shift 2
     mpi_launch "$KIND" "$LAUNCHER" "$RANKS" "$lib" "$out" "$@"
+    local rc=$?
+    [ -z "$RESULT_FILE" ] || cp "$tmp/cwd/$RESULT_FILE" "$out" 2>/dev/null || : >"$out"
+    return $rc
 }
+# Where the program writes what READY and RESULT look for while it runs.
+progress_file() { if [ -n "$RESULT_FILE" ]; then echo "$tmp/cwd/$RESULT_FILE"; else echo "$tmp/layered"; fi; }
 # The pid of the launcher started under the background job $1 (through
 # timeout): its descendant whose name is the launcher's.
 launcher_pid() {
@@ -52,12 +65,14 @@ launcher_pid() {
     return 1
 }
 
+fresh
 launch 0 "$tmp/ref" "$@"
 rc=$?
 [ $rc = 0 ] || { tail -20 "$tmp/ref.err"; fail "the run without the layer failed (exit $rc)"; }
 grep -E "$RESULT" "$tmp/ref" >"$tmp/ref.result"
 [ -s "$tmp/ref.result" ] || fail "the run without the layer printed no result line (/$RESULT/)"
 
+fresh
 launch 1 "$tmp/layered" "$@" &
 job=$!
 signals=0
@@ -68,7 +83,7 @@ case $TARGET in
         [ $SECONDS -lt $deadline ] || break
         sleep 0.05
     done ;;
-    launcher:*) until grep -qE "${TARGET#launcher:}" "$tmp/layered" 2>/dev/null; do
+    launcher:*) until grep -qE "${TARGET#launcher:}" "$(progress_file)" 2>/dev/null; do
         kill -0 $job 2>/dev/null || break
         [ $SECONDS -lt $deadline ] || break
         sleep 0.05

@@ -13,7 +13,9 @@
  * MPI_Wait returns, and not before rank 1's receive (their CLOCK_MONOTONIC
  * times are compared: one machine). Rank 2 sends rank 1 a message by
  * MPI_Ssend, not drained (received when it comes), which completes as
- * usual. Prints "synchronous sends across a drain: ok".
+ * usual. Before all that, a receive nobody will match and a send are
+ * cancelled (MPI_Cancel): the drain must still balance. Prints
+ * "synchronous sends across a drain: ok".
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -56,6 +58,28 @@ int main(int argc, char** argv) {
             MPI_Send(&ping, 1, MPI_INT, peer, 9, MPI_COMM_WORLD);
         }
     }
+    /* MPI_Cancel as HPCC uses it: a receive nobody will match, cancelled
+     * (it must not count as an arrival, or the drain below never balances),
+     * and a send, cancelled if MPI can (counted as arrived then). */
+    int send_cancelled = 0, recv_cancelled = 1;
+    if (rank == 2) {
+        int never = 0;
+        MPI_Request r;
+        MPI_Status st;
+        MPI_Irecv(&never, 1, MPI_INT, 0, 77, MPI_COMM_WORLD, &r);
+        MPI_Cancel(&r);
+        MPI_Wait(&r, &st);
+        MPI_Test_cancelled(&st, &recv_cancelled);
+    } else if (rank == 0) {
+        static int maybe = 300;
+        MPI_Request r;
+        MPI_Status st;
+        MPI_Isend(&maybe, 1, MPI_INT, 2, 78, MPI_COMM_WORLD, &r);
+        MPI_Cancel(&r);
+        MPI_Wait(&r, &st);
+        MPI_Test_cancelled(&st, &send_cancelled);
+    }
+    MPI_Bcast(&send_cancelled, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     double times[2] = {0, 0}; /* rank 0: its Issend seen complete; rank 1: 101 received */
     if (rank == 0) {
@@ -99,6 +123,15 @@ int main(int argc, char** argv) {
         nap(1.0); /* after the drain: an ordinary synchronous send */
         int v = 200;
         MPI_Ssend(&v, 1, MPI_INT, 1, 6, MPI_COMM_WORLD);
+        if (!recv_cancelled) {
+            fprintf(stderr, "ssend: rank 2: a receive nobody matched was not cancelled\n");
+            bad = 1;
+        }
+        if (!send_cancelled) { /* MPI could not cancel it: it arrives */
+            int maybe = 0;
+            MPI_Recv(&maybe, 1, MPI_INT, 0, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (maybe != 300) bad = 1;
+        }
     }
     double all[2];
     MPI_Allreduce(times, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -110,8 +143,9 @@ int main(int argc, char** argv) {
     int any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("ssend: synchronous sends across a drain: %s (completed %.3f ms after the receive)\n",
-               any ? "FAILED" : "ok", (all[0] - all[1]) * 1e3);
+        printf("ssend: synchronous sends across a drain: %s (completed %.3f ms after the receive; a send %s)\n",
+               any ? "FAILED" : "ok", (all[0] - all[1]) * 1e3,
+               send_cancelled ? "cancelled" : "MPI could not cancel, received");
     MPI_Finalize();
     return any;
 }
