@@ -4,6 +4,8 @@
  *
  *   mpiexec -n 4 mpi_layer_api          quiescent callback and weft_mpi_drain
  *   mpiexec -n 4 mpi_layer_api fail     failure notices beside MPI
+ *   mpiexec -n 4 mpi_layer_api bcast5 MARK   the seed's 5th-bcast example
+ *                                       (MARK: a file path rank 0 creates)
  *
  * Without arguments: every rank registers a quiescent-point callback and
  * calls weft_mpi_drain (collective): one drain, the same on every rank, and
@@ -96,6 +98,67 @@ static int drain_by_api(int rank) {
     return bad;
 }
 
+/* The seed's example on real MPI: rank 0 is in (or past) its 5th MPI_Bcast
+ * when the drain is asked for, the others are at 4 and compute for a
+ * second before theirs. MANA's Collective Clock must let them finish the
+ * 5th first: at the quiescent point every rank has completed 5. */
+static int bcasts_done; /* this rank's, updated around each bcast */
+static int bcasts_at_quiescent = -1;
+static void count_at_quiescent(void* arg, const weft_drain_result_t* r) {
+    (void)arg;
+    (void)r;
+    __atomic_store_n(&bcasts_at_quiescent, __atomic_load_n(&bcasts_done, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+}
+
+static int fifth_bcast(int rank, const char* mark) {
+    weft_mpi_set_quiescent_callback(count_at_quiescent, NULL);
+    int value = 0;
+    for (int i = 1; i <= 4; ++i) {
+        if (rank == 0) value = i;
+        MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        __atomic_store_n(&bcasts_done, i, __ATOMIC_RELEASE);
+    }
+    /* Rank 0 leaves a mark (a file) and goes straight into its 5th; once
+     * the mark is there and 0.1 s more have passed, while the others still
+     * compute before theirs, rank 1 asks for the drain. */
+    if (rank == 0) {
+        FILE* f = fopen(mark, "w");
+        if (f) fclose(f);
+        value = 5;
+    } else {
+        const double start = now_ms();
+        double marked = -1;
+        int asked = rank != 1;
+        while (now_ms() - start < 1000 || !asked) { /* computing, outside MPI */
+            if (!asked && marked < 0 && access(mark, F_OK) == 0) marked = now_ms();
+            if (!asked && marked >= 0 && now_ms() - marked > 100) {
+                uint64_t number = 0;
+                weft_mpi_drain_request(&number);
+                asked = 1;
+            }
+            if (!asked && now_ms() - start > 20000) {
+                fprintf(stderr, "layer_api: rank 1: rank 0's mark %s never came\n", mark);
+                return 1;
+            }
+        }
+    }
+    MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    __atomic_store_n(&bcasts_done, 5, __ATOMIC_RELEASE);
+    /* The drain ends after every rank's 5th: wait for its callback here. */
+    const double start = now_ms();
+    while (__atomic_load_n(&bcasts_at_quiescent, __ATOMIC_ACQUIRE) < 0 && now_ms() - start < 20000) {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    weft_mpi_set_quiescent_callback(NULL, NULL);
+    const int seen = __atomic_load_n(&bcasts_at_quiescent, __ATOMIC_ACQUIRE);
+    if (seen != 5 || value != 5) {
+        fprintf(stderr, "layer_api: rank %d: at the quiescent point %d bcast(s) done (want 5), value %d\n", rank, seen,
+                value);
+        return 1;
+    }
+    return 0;
+}
+
 static int failure_notice(int rank, int size) {
     weft_context_t ctx = weft_mpi_context();
     uint64_t id = 0;
@@ -153,6 +216,14 @@ int main(int argc, char** argv) {
         const int bad = failure_notice(rank, size);
         fflush(stdout);
         _exit(bad); /* no MPI_Finalize with a dead peer and no ULFM */
+    }
+    if (argc > 1 && strcmp(argv[1], "bcast5") == 0) {
+        const int bad = argc > 2 ? fifth_bcast(rank, argv[2]) : 1;
+        int any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (rank == 0) printf("layer_api: a drain asked for inside the 5th bcast: %s\n", any ? "FAILED" : "ok");
+        MPI_Finalize();
+        return any;
     }
     const int bad = drain_by_api(rank);
     int any = 0;

@@ -2,7 +2,9 @@
 # layer_api_test.sh KIND LAUNCHER PROGRAM — a program that links libweft-mpi
 # and uses weft/mpi_layer.h (tests/mpi/layer_api.c), 4 ranks:
 #   1. a collective weft_mpi_drain and a lone weft_mpi_drain_request, with
-#      a quiescent-point callback: "drain by API: ok";
+#      a quiescent-point callback: "drain by API: ok"; then the seed's
+#      example: rank 0 in its 5th MPI_Bcast, the others at 4 when a drain
+#      is asked for: every rank has done 5 at the quiescent point;
 #   2. openmpi only: failure notices beside MPI. The last rank kills itself
 #      (SIGKILL); the survivors must each get weft's failure event for it
 #      and see it in weft's failed set, then agree through weft (shrink,
@@ -29,6 +31,15 @@ if [ $failed = 0 ]; then
     echo "ok   weft_mpi_drain (collective) and weft_mpi_drain_request, the quiescent callback once per drain per rank"
 else
     cat "$tmp/api" "$tmp/api.err"
+fi
+
+mpi_launch "$KIND" "$LAUNCHER" 4 - "$tmp/bcast5" "$PROG" bcast5 "$tmp/in-fifth"
+rc=$?
+if [ $rc = 0 ] && grep -q "a drain asked for inside the 5th bcast: ok" "$tmp/bcast5"; then
+    echo "ok   the seed's example: a drain asked for with rank 0 in its 5th MPI_Bcast and the others at 4 ends with all at 5"
+else
+    fail "the 5th-bcast example (exit $rc)"
+    cat "$tmp/bcast5" "$tmp/bcast5.err"
 fi
 
 if [ "$KIND" = openmpi ]; then
