@@ -355,14 +355,21 @@ static void post(MPI_Request req) {
     posted[nposted++].counted = 0;
 }
 
+/* req's place in the posted table; -1 when it is not a posted receive. */
+static int posted_index(MPI_Request req) {
+    for (int i = 0; i < nposted; ++i)
+        if (posted[i].req == req) return i;
+    return -1;
+}
+
+static void unpost(int i) { posted[i] = posted[--nposted]; }
+
 /* req completed (the program's test or wait said so): count it once. */
 static void completed(MPI_Request req) {
-    for (int i = 0; i < nposted; ++i)
-        if (posted[i].req == req) {
-            if (!posted[i].counted) CHECK(weft_drain_count(ctx, 0, 1));
-            posted[i] = posted[--nposted];
-            return;
-        }
+    const int i = posted_index(req);
+    if (i < 0) return;
+    if (!posted[i].counted) CHECK(weft_drain_count(ctx, 0, 1));
+    unpost(i);
 }
 
 /* ------------------------------------------------- synchronous mode */
@@ -782,11 +789,16 @@ static int wait_request(MPI_Request* req, MPI_Status* st) {
 /* ------------------------------------------- weft/mpi_layer.h */
 weft_context_t weft_mpi_context(void) { return layer_live ? ctx : NULL; }
 
+/* The weft/mpi_layer.h calls are valid between MPI_Init and MPI_Finalize. */
+static weft_status_t live_layer(const char* call) {
+    if (layer_live) return WEFT_OK;
+    fprintf(stderr, "weft-mpi: %s outside MPI_Init..MPI_Finalize\n", call);
+    return WEFT_ERR_INVALID_ARG;
+}
+
 weft_status_t weft_mpi_set_quiescent_callback(weft_drain_quiescent_fn fn, void* arg) {
-    if (!layer_live) {
-        fprintf(stderr, "weft-mpi: weft_mpi_set_quiescent_callback outside MPI_Init..MPI_Finalize\n");
-        return WEFT_ERR_INVALID_ARG;
-    }
+    const weft_status_t st = live_layer("weft_mpi_set_quiescent_callback");
+    if (st != WEFT_OK) return st;
     pthread_mutex_lock(&user_quiescent_lock);
     user_quiescent = fn;
     user_quiescent_arg = arg;
@@ -795,10 +807,8 @@ weft_status_t weft_mpi_set_quiescent_callback(weft_drain_quiescent_fn fn, void* 
 }
 
 static weft_status_t drains_allowed(const char* call) {
-    if (!layer_live) {
-        fprintf(stderr, "weft-mpi: %s outside MPI_Init..MPI_Finalize\n", call);
-        return WEFT_ERR_INVALID_ARG;
-    }
+    const weft_status_t st = live_layer(call);
+    if (st != WEFT_OK) return st;
     if (!drains_ok) {
         fprintf(stderr, "weft-mpi rank %d: %s: MPI's thread level is below MPI_THREAD_SERIALIZED\n", world_rank, call);
         return WEFT_ERR_UNSUPPORTED;
@@ -977,13 +987,11 @@ weft_status_t weft_mpi_checkpoint(const char* dir, weft_ckpt_profile_t* profile)
 }
 
 weft_status_t weft_mpi_restart(const char* dir, weft_restart_info_t* info) {
-    if (!layer_live) {
-        fprintf(stderr, "weft-mpi: weft_mpi_restart outside MPI_Init..MPI_Finalize\n");
-        return WEFT_ERR_INVALID_ARG;
-    }
+    weft_status_t st = live_layer("weft_mpi_restart");
+    if (st != WEFT_OK) return st;
     weft_restart_info_t mine;
     if (!info) info = &mine;
-    weft_status_t st = agree_status(saved_region());
+    st = agree_status(saved_region());
     if (st != WEFT_OK) return st;
     st = weft_restart(ctx, dir, info);
     if (st != WEFT_OK || !info->restarted) return st;
@@ -1603,11 +1611,10 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
 int MPI_Request_free(MPI_Request* req) {
     if (!req) return PMPI_Request_free(req);
     ENTER();
-    for (int i = 0; i < nposted; ++i)
-        if (posted[i].req == *req) {
-            LEAVE();
-            return refuse("MPI_Request_free of a receive's request", "its arrival could no longer be counted");
-        }
+    if (posted_index(*req) >= 0) {
+        LEAVE();
+        return refuse("MPI_Request_free of a receive's request", "its arrival could no longer be counted");
+    }
     const int rc = PMPI_Request_free(req);
     LEAVE();
     return rc;
@@ -1635,15 +1642,15 @@ int MPI_Cancel(MPI_Request* req) {
         if (rc == MPI_SUCCESS && !done) YIELD();
     }
     if (rc == MPI_SUCCESS) {
-        int cancelled = 0, i = 0;
+        int cancelled = 0;
         PMPI_Test_cancelled(&st, &cancelled);
-        while (i < nposted && posted[i].req != *req) ++i;
-        if (i < nposted) {
-            if (!cancelled && !posted[i].counted) CHECK(weft_drain_count(ctx, 0, 1));
-            posted[i] = posted[--nposted];
-        } else if (cancelled) {
-            CHECK(weft_drain_count(ctx, 0, 1));
-        }
+        const int i = posted_index(*req);
+        if (!cancelled)
+            completed(*req); /* a receive that matched has arrived; a send was counted when sent */
+        else if (i >= 0)
+            unpost(i); /* it will never arrive */
+        else
+            CHECK(weft_drain_count(ctx, 0, 1)); /* a send that will never arrive: balance it */
     }
     LEAVE();
     return rc;
