@@ -149,6 +149,7 @@ void Drain::set_callback(weft_drain_quiescent_fn fn, void* arg) {
 void Drain::set_hooks(const weft_drain_hooks_t& h) {
     std::lock_guard<std::mutex> g(mutex_);
     hooks_ = h;
+    stack_progress_.store(h.progress != nullptr, std::memory_order_relaxed);
 }
 
 weft_drain_hooks_t Drain::hooks() {
@@ -632,7 +633,7 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
         ++prof_.clock_rounds;
         if (const Code why = must_end(); why != undecided)
             return why == stopped ? why : settle(attempt, undecided, why);
-        const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
+        const bool must_hold = progress_if_open() || !direct_ || needs_progress_ || stack_progress_.load();
         if (must_hold) {
             hold();
             progress_all();
@@ -741,7 +742,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
         // Time spent waiting for partners is a pause, as between the reads
         // observer's rounds: round_work_ns counts only this thread's work.
         uint64_t waited = 0;
-        const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
+        const bool must_hold = progress_if_open() || !direct_ || needs_progress_ || stack_progress_.load();
         if (must_hold) {
             hold();
             progress_all();
@@ -781,7 +782,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> tree_tag_shift) != tag;
                  w = inbox.load(std::memory_order_acquire)) {
                 if ((++looks & 15) == 0) {
-                    if (!direct_ || needs_progress_) {
+                    if (!direct_ || needs_progress_ || stack_progress_.load()) {
                         hold();
                         progress_all();
                         unhold();

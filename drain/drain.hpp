@@ -139,6 +139,10 @@ private:
     StateWindowView sw_;
     bool direct_ = false;          // every rank's window is mapped here (shm)
     bool needs_progress_ = false;  // atomics move only when the target progresses
+    // An external stack with a progress hook (an MPI): its collectives move
+    // only inside its calls, and one open at a peer may wait for this
+    // rank's part, though nothing is open here.
+    std::atomic<bool> stack_progress_{false};
     uint64_t attempt_ns_, free_run_ns_, timeout_ns_, idle_ns_;
     int trigger_fd_ = -1, report_fd_ = -1;
     bool report_next_ = false;

@@ -336,26 +336,55 @@ static int deliver(buffered_t* m, void* buf, int count, MPI_Datatype type, MPI_C
     return rc;
 }
 
-/* ----------------------------------------------- posted receives */
-/* Receives MPI holds for the program: a drain counts their arrival when it
- * has happened (the program may not have tested them yet). */
+/* Messages matched by MPI_Mprobe/MPI_Improbe (see "matched probes"). */
+typedef struct {
+    int used;
+    MPI_Message mpi;  /* MPI's, until the program or a drain receives it */
+    buffered_t* data; /* the message, once the buffer or a drain had it */
+    MPI_Comm comm;
+    int source, tag, bytes;
+} matched_t;
+static matched_t* matched;
+static int matched_cap, nmatched, nmatched_in_mpi;
+
+/* ------------------------------------- posted receives and collectives */
+/* Receives and non-blocking collectives MPI holds for the program: a drain
+ * counts a receive's arrival once it has happened, and finishes a
+ * collective's commit on its clock once it has completed, though the
+ * program may not have tested them yet. */
 enum { POSTED_MAX = 65536 };
 static struct {
     MPI_Request req;
-    int counted;
+    weft_drain_clock_t clock; /* a collective's; NULL: a receive */
+    int counted;              /* its arrival counted, or its commit finished */
 } posted[POSTED_MAX];
 static int nposted;
 
-static void post(MPI_Request req) {
+static void post_request(MPI_Request req, weft_drain_clock_t clock) {
     if (nposted == POSTED_MAX) {
-        fprintf(stderr, "weft-mpi rank %d: more than %d receives outstanding\n", world_rank, POSTED_MAX);
+        fprintf(stderr, "weft-mpi rank %d: more than %d receives and collectives outstanding\n", world_rank,
+                POSTED_MAX);
         abort_job();
     }
     posted[nposted].req = req;
+    posted[nposted].clock = clock;
     posted[nposted++].counted = 0;
 }
+static void post(MPI_Request req) { post_request(req, NULL); }
 
-/* req's place in the posted table; -1 when it is not a posted receive. */
+/* The end of posted entry i's operation, once: its arrival, or its
+ * collective's commit. */
+static void settle(int i) {
+    if (posted[i].counted) return;
+    posted[i].counted = 1;
+    if (posted[i].clock)
+        CHECK(weft_drain_commit_finish(posted[i].clock));
+    else
+        CHECK(weft_drain_count(ctx, 0, 1));
+}
+
+/* req's place in the posted table; -1 when it is neither a posted receive
+ * nor a non-blocking collective. */
 static int posted_index(MPI_Request req) {
     for (int i = 0; i < nposted; ++i)
         if (posted[i].req == req) return i;
@@ -364,11 +393,11 @@ static int posted_index(MPI_Request req) {
 
 static void unpost(int i) { posted[i] = posted[--nposted]; }
 
-/* req completed (the program's test or wait said so): count it once. */
+/* req completed (the program's test or wait said so): settled once. */
 static void completed(MPI_Request req) {
     const int i = posted_index(req);
     if (i < 0) return;
-    if (!posted[i].counted) CHECK(weft_drain_count(ctx, 0, 1));
+    settle(i);
     unpost(i);
 }
 
@@ -643,8 +672,18 @@ static void hook_progress(void* arg) {
     if (pthread_mutex_trylock(&mpi_lock) != 0) return; /* a thread inside MPI progresses it */
     /* Any call drives MPI's progress engine: open collectives advance. */
     PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, boot_comm, &flag, MPI_STATUS_IGNORE);
+    /* A non-blocking collective the program has not tested may be complete:
+     * its clock must say so, or the drain would wait for the program. */
+    for (int i = 0; i < nposted; ++i) {
+        if (!posted[i].clock || posted[i].counted) continue;
+        flag = 0;
+        PMPI_Request_get_status(posted[i].req, &flag, MPI_STATUS_IGNORE);
+        if (flag) settle(i);
+    }
     pthread_mutex_unlock(&mpi_lock);
 }
+
+static uint64_t matched_receive_all(void);
 
 static uint64_t hook_buffer(void* arg) {
     (void)arg;
@@ -654,7 +693,7 @@ static uint64_t hook_buffer(void* arg) {
     const uint64_t drain = __atomic_load_n(&last_drain, __ATOMIC_RELAXED) + 1;
     sync_note_drain(drain);
     for (int i = 0; i < nposted; ++i) {
-        if (posted[i].counted) continue;
+        if (posted[i].counted || posted[i].clock) continue;
         int flag = 0;
         PMPI_Request_get_status(posted[i].req, &flag, MPI_STATUS_IGNORE);
         if (flag) {
@@ -680,6 +719,7 @@ static uint64_t hook_buffer(void* arg) {
             ++arrived;
         }
     }
+    arrived += matched_receive_all();
     arrived += sync_poll();
     pthread_mutex_unlock(&mpi_lock);
     if (arrived) CHECK(weft_drain_count(ctx, 0, arrived));
@@ -695,8 +735,10 @@ static void* user_quiescent_arg;
 static void on_quiescent(void* arg, const weft_drain_result_t* r) {
     (void)arg;
     __atomic_store_n(&last_drain, r->drain, __ATOMIC_RELAXED);
-    fprintf(stderr, "weft-mpi rank %d: at drain %llu's quiescent point: %llu MPI message(s) in this rank's buffer\n",
-            world_rank, (unsigned long long)r->drain, (unsigned long long)nbuffered);
+    char matched_note[64] = "";
+    if (nmatched) snprintf(matched_note, sizeof matched_note, ", %d matched by a probe", nmatched);
+    fprintf(stderr, "weft-mpi rank %d: at drain %llu's quiescent point: %llu MPI message(s) in this rank's buffer%s\n",
+            world_rank, (unsigned long long)r->drain, (unsigned long long)nbuffered, matched_note);
     pthread_mutex_lock(&user_quiescent_lock);
     if (user_quiescent) user_quiescent(user_quiescent_arg, r);
     pthread_mutex_unlock(&user_quiescent_lock);
@@ -969,9 +1011,16 @@ weft_status_t weft_mpi_checkpoint(const char* dir, weft_ckpt_profile_t* profile)
     }
     if (st == WEFT_OK && nposted > 0) {
         fprintf(stderr,
-                "weft-mpi rank %d: checkpoint: %d MPI receive(s) posted; a restarted MPI would not have them "
-                "(complete or free them first)\n",
+                "weft-mpi rank %d: checkpoint: %d MPI receive(s) or non-blocking collective(s) pending; a restarted "
+                "MPI would not have them (complete them first)\n",
                 world_rank, nposted);
+        st = WEFT_ERR_UNSUPPORTED;
+    }
+    if (st == WEFT_OK && nmatched > 0) {
+        fprintf(stderr,
+                "weft-mpi rank %d: checkpoint: %d message(s) matched by MPI_Mprobe/MPI_Improbe and not yet received; "
+                "a restarted program would not have their handles (receive them first)\n",
+                world_rank, nmatched);
         st = WEFT_ERR_UNSUPPORTED;
     }
     if ((st = agree_status(st)) != WEFT_OK) return st;
@@ -1098,6 +1147,7 @@ int MPI_Finalize(void) {
         if (nbuffered)
             fprintf(stderr, "weft-mpi rank %d: %llu drained message(s) never received\n", world_rank,
                     (unsigned long long)nbuffered);
+        if (nmatched) fprintf(stderr, "weft-mpi rank %d: %d matched message(s) never received\n", world_rank, nmatched);
     }
     return PMPI_Finalize();
 }
@@ -1114,8 +1164,8 @@ int MPI_Finalize(void) {
         CHECK(weft_drain_commit_begin(clock_));                    \
         ENTER();                                                   \
         const int rc_ = (call);                                    \
-        LEAVE();                                                   \
         CHECK(weft_drain_commit_finish(clock_));                   \
+        LEAVE();                                                   \
         if (rc_ == MPI_SUCCESS) adopt(*(newcomm), index_of(comm)); \
         return rc_;                                                \
     } while (0)
@@ -1166,8 +1216,33 @@ int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int d
                 PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm));
 }
 
+/* MPI may free a communicator with non-blocking collectives still open on
+ * it; its clock cannot go before their commits end. So the free waits for
+ * them to complete (their requests stay the program's). */
+static void settle_collectives_on(MPI_Comm comm) {
+    const int c = index_of(comm);
+    if (c < 0) return;
+    ENTER();
+    for (int i = 0; i < nposted;) {
+        int flag = 0;
+        if (posted[i].clock != comms[c].clock || posted[i].counted) {
+            ++i;
+            continue;
+        }
+        PMPI_Request_get_status(posted[i].req, &flag, MPI_STATUS_IGNORE);
+        if (flag)
+            settle(i++);
+        else
+            YIELD();
+    }
+    LEAVE();
+}
+
 int MPI_Comm_free(MPI_Comm* comm) {
-    if (comm && *comm != MPI_COMM_NULL) forget(*comm); /* the clock's free is the collective's commit */
+    if (comm && *comm != MPI_COMM_NULL) {
+        settle_collectives_on(*comm); /* their clock goes */
+        forget(*comm);                /* the clock's free is the collective's commit */
+    }
     ENTER();
     const int rc = PMPI_Comm_free(comm);
     LEAVE();
@@ -1175,7 +1250,10 @@ int MPI_Comm_free(MPI_Comm* comm) {
 }
 
 /* ------------------------------------------------------- collectives */
-/* The non-blocking form of the call, inside the communicator's clock. */
+/* The non-blocking form of the call, inside the communicator's clock. A
+ * commit finishes under the lock: the drain's progress hook finishes
+ * non-blocking collectives' commits under it, and a clock's count of
+ * finished collectives must have one writer at a time. */
 #define COLLECTIVE(name, comm, istart)                                        \
     do {                                                                      \
         weft_drain_clock_t clock_ = clock_of(comm, name);                     \
@@ -1184,8 +1262,8 @@ int MPI_Comm_free(MPI_Comm* comm) {
         ENTER();                                                              \
         int rc_ = (istart);                                                   \
         if (rc_ == MPI_SUCCESS) rc_ = wait_request(&req_, MPI_STATUS_IGNORE); \
-        LEAVE();                                                              \
         CHECK(weft_drain_commit_finish(clock_));                              \
+        LEAVE();                                                              \
         return rc_;                                                           \
     } while (0)
 
@@ -1263,6 +1341,125 @@ int MPI_Exscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_O
     COLLECTIVE("MPI_Exscan", comm, PMPI_Iexscan(sbuf, rbuf, count, type, op, comm, &req_));
 }
 
+int MPI_Alltoallw(const void* sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void* rbuf,
+                  const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm) {
+    COLLECTIVE("MPI_Alltoallw", comm,
+               PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, &req_));
+}
+
+/* A non-blocking collective: begun inside the clock when it starts, and
+ * finished when it completes — at the program's wait or test, or, if a
+ * drain comes first, when the drain's progress hook sees it complete (the
+ * program may be computing, with no call into MPI until the drain ends). */
+#define NONBLOCKING_COLLECTIVE(name, comm, req, istart)                                   \
+    do {                                                                                  \
+        if (!(req)) return istart; /* MPI reports it */                                   \
+        weft_drain_clock_t clock_ = clock_of(comm, name);                                 \
+        CHECK(weft_drain_commit_begin(clock_));                                           \
+        ENTER();                                                                          \
+        const int rc_ = (istart);                                                         \
+        if (rc_ == MPI_SUCCESS)                                                           \
+            post_request(*(req), clock_);                                                 \
+        else                                                                              \
+            CHECK(weft_drain_commit_finish(clock_)); /* it never began: nothing to end */ \
+        LEAVE();                                                                          \
+        return rc_;                                                                       \
+    } while (0)
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ibarrier", comm, req, PMPI_Ibarrier(comm, req));
+}
+
+int MPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ibcast", comm, req, PMPI_Ibcast(buf, count, type, root, comm, req));
+}
+
+int MPI_Ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ireduce", comm, req, PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req));
+}
+
+int MPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Iallreduce", comm, req, PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req));
+}
+
+int MPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                   MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Iallgather", comm, req,
+                           PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req));
+}
+
+int MPI_Iallgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
+                    const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Iallgatherv", comm, req,
+                           PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req));
+}
+
+int MPI_Ialltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                  MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ialltoall", comm, req,
+                           PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req));
+}
+
+int MPI_Ialltoallv(const void* sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void* rbuf,
+                   const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ialltoallv", comm, req,
+                           PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req));
+}
+
+int MPI_Ialltoallw(const void* sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void* rbuf,
+                   const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
+                   MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ialltoallw", comm, req,
+                           PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req));
+}
+
+int MPI_Igather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype, int root,
+                MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Igather", comm, req,
+                           PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req));
+}
+
+int MPI_Igatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[], const int displs[],
+                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Igatherv", comm, req,
+                           PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req));
+}
+
+int MPI_Iscatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype, int root,
+                 MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Iscatter", comm, req,
+                           PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req));
+}
+
+int MPI_Iscatterv(const void* sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void* rbuf, int rcount,
+                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Iscatterv", comm, req,
+                           PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req));
+}
+
+int MPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                        MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ireduce_scatter", comm, req,
+                           PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req));
+}
+
+int MPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                              MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ireduce_scatter_block", comm, req,
+                           PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, req));
+}
+
+int MPI_Iscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Iscan", comm, req, PMPI_Iscan(sbuf, rbuf, count, type, op, comm, req));
+}
+
+int MPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Iexscan", comm, req, PMPI_Iexscan(sbuf, rbuf, count, type, op, comm, req));
+}
+
 /* --------------------------------------------------- point-to-point */
 /* Every send mode starts the same way: the message is counted once MPI
  * has it. A blocking send is then its non-blocking start, tested with a
@@ -1331,17 +1528,18 @@ static int sync_cancel(void* extra, int complete) {
     return MPI_SUCCESS;
 }
 
-int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
-    known(comm, "MPI_Issend");
-    if (dest == MPI_PROC_NULL) return PMPI_Issend(buf, count, type, dest, tag, comm, req);
-    const int to = world_rank_in(comm, dest);
-    if (to < 0) return PMPI_Issend(buf, count, type, dest, tag, comm, req); /* MPI reports the bad rank */
+/* MPI_Issend's work, under the lock: MPI's own under a generalized request
+ * (*req) that sync_progress completes. */
+static int sync_send_start(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                           MPI_Request* req) {
+    const int to = dest == MPI_PROC_NULL ? -1 : world_rank_in(comm, dest);
+    if (to < 0)
+        return PMPI_Issend(buf, count, type, dest, tag, comm, req); /* no message, or MPI reports the bad rank */
     sync_send_t* x = calloc(1, sizeof *x);
     if (!x) {
         fprintf(stderr, "weft-mpi rank %d: no memory for a synchronous send\n", world_rank);
         abort_job();
     }
-    ENTER();
     const int32_t comm_tag = comms[index_of(comm)].tag;
     sync_key_t* k = sync_key_find(comm_tag, to, tag);
     if (!k) {
@@ -1352,17 +1550,24 @@ int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag,
     }
     int rc = PMPI_Issend(buf, count, type, dest, tag, comm, &x->mpi);
     if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(sync_query, sync_free, sync_cancel, NULL, req);
-    if (rc == MPI_SUCCESS) {
-        CHECK(weft_drain_count(ctx, 1, 0));
-        x->key = k;
-        x->seq = ++k->sent;
-        x->after = __atomic_load_n(&last_drain, __ATOMIC_RELAXED);
-        x->program = *req;
-        x->next = sync_sends;
-        sync_sends = x;
-    } else {
+    if (rc != MPI_SUCCESS) {
         free(x);
+        return rc;
     }
+    CHECK(weft_drain_count(ctx, 1, 0));
+    x->key = k;
+    x->seq = ++k->sent;
+    x->after = __atomic_load_n(&last_drain, __ATOMIC_RELAXED);
+    x->program = *req;
+    x->next = sync_sends;
+    sync_sends = x;
+    return MPI_SUCCESS;
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    known(comm, "MPI_Issend");
+    ENTER();
+    const int rc = sync_send_start(buf, count, type, dest, tag, comm, req);
     LEAVE();
     return rc;
 }
@@ -1398,21 +1603,30 @@ static int gq_cancel(void* extra, int complete) {
     return MPI_SUCCESS;
 }
 
+/* A receive the buffer satisfies: m delivered into (buf, count, type) now,
+ * and *req a generalized request, already complete, that reports its status. */
+static int buffered_request(buffered_t* m, void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Request* req) {
+    MPI_Status* st = calloc(1, sizeof *st);
+    if (!st) {
+        fprintf(stderr, "weft-mpi rank %d: no memory for a request\n", world_rank);
+        abort_job();
+    }
+    st->MPI_ERROR = deliver(m, buf, count, type, comm, st);
+    int rc = PMPI_Grequest_start(gq_query, gq_free, gq_cancel, st, req);
+    if (rc != MPI_SUCCESS) {
+        free(st);
+        return rc;
+    }
+    return PMPI_Grequest_complete(*req);
+}
+
 int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* req) {
     known(comm, "MPI_Irecv");
     ENTER();
     int rc;
     buffered_t* m = buffer_take(comm, source, tag);
     if (m) {
-        MPI_Status* st = calloc(1, sizeof *st);
-        if (!st) {
-            fprintf(stderr, "weft-mpi rank %d: no memory for a request\n", world_rank);
-            abort_job();
-        }
-        const int delivered = deliver(m, buf, count, type, comm, st);
-        st->MPI_ERROR = delivered;
-        rc = PMPI_Grequest_start(gq_query, gq_free, gq_cancel, st, req);
-        if (rc == MPI_SUCCESS) rc = PMPI_Grequest_complete(*req);
+        rc = buffered_request(m, buf, count, type, comm, req);
     } else {
         rc = PMPI_Irecv(buf, count, type, source, tag, comm, req);
         if (rc == MPI_SUCCESS && source != MPI_PROC_NULL) post(*req);
@@ -1480,20 +1694,199 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
     return rc;
 }
 
+/* ------------------------------------------------ persistent requests */
+/* MPI_Send_init ... MPI_Recv_init: the program's handle is MPI's own
+ * persistent request, and MPI_Start counts a send or posts a receive as
+ * the non-persistent forms do. Two starts go through a request of the
+ * layer's instead, which the wait and test calls use in the handle's place
+ * (its stand-in):
+ *   - a receive whose message a drain put in the buffer: a generalized
+ *     request already complete, as MPI_Irecv gives;
+ *   - a synchronous send: synchronous mode's request, as MPI_Issend gives.
+ * MPI never starts the handle then: it stays inactive inside MPI, and
+ * active for the program until a wait or test completes its stand-in. */
+enum { PERSISTENT_SEND, PERSISTENT_SSEND, PERSISTENT_RECV };
+typedef struct {
+    MPI_Request handle;
+    int kind;
+    void* buf;
+    int count;
+    MPI_Datatype type;
+    int peer, tag;
+    MPI_Comm comm;
+    MPI_Request stand_in; /* MPI_REQUEST_NULL: none */
+} persistent_t;
+static persistent_t** persistents; /* each its own allocation: a waiting thread keeps its pointer */
+static int npersistents, persistents_cap;
+static int nstand_ins; /* stand-ins now: the wait and test calls look for them only then */
+
+static persistent_t* persistent_find(MPI_Request handle) {
+    if (handle == MPI_REQUEST_NULL) return NULL;
+    for (int i = 0; i < npersistents; ++i)
+        if (persistents[i]->handle == handle) return persistents[i];
+    return NULL;
+}
+
+/* The persistent request whose stand-in a wait or test must use for handle. */
+static persistent_t* stood_in(MPI_Request handle) {
+    if (!nstand_ins) return NULL;
+    persistent_t* p = persistent_find(handle);
+    return p && p->stand_in != MPI_REQUEST_NULL ? p : NULL;
+}
+
+static void stand_in_done(persistent_t* p) {
+    p->stand_in = MPI_REQUEST_NULL;
+    --nstand_ins;
+}
+
+/* A persistent request MPI just made (rc): the layer's record of it. */
+static int persistent_add(int rc, const MPI_Request* req, int kind, const void* buf, int count, MPI_Datatype type,
+                          int peer, int tag, MPI_Comm comm) {
+    if (rc != MPI_SUCCESS) return rc;
+    persistent_t* p = malloc(sizeof *p);
+    if (p && npersistents == persistents_cap) {
+        const int cap = persistents_cap ? 2 * persistents_cap : 16;
+        persistent_t** more = realloc(persistents, (size_t)cap * sizeof *more);
+        if (more) {
+            persistents = more;
+            persistents_cap = cap;
+        }
+    }
+    if (!p || npersistents == persistents_cap) {
+        fprintf(stderr, "weft-mpi rank %d: no memory for a persistent request\n", world_rank);
+        abort_job();
+    }
+    *p = (persistent_t){*req, kind, (void*)buf, count, type, peer, tag, comm, MPI_REQUEST_NULL};
+    persistents[npersistents++] = p;
+    return rc;
+}
+
+static void persistent_remove(persistent_t* p) {
+    for (int i = 0; i < npersistents; ++i)
+        if (persistents[i] == p) {
+            persistents[i] = persistents[--npersistents];
+            free(p);
+            return;
+        }
+}
+
+#define PERSISTENT_INIT(name, init, kind, buf, count, type, peer, tag, comm, req)                                 \
+    do {                                                                                                          \
+        known(comm, name);                                                                                        \
+        ENTER();                                                                                                  \
+        const int rc_ = persistent_add(init(buf, count, type, peer, tag, comm, req), req, kind, buf, count, type, \
+                                       peer, tag, comm);                                                          \
+        LEAVE();                                                                                                  \
+        return rc_;                                                                                               \
+    } while (0)
+
+int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    PERSISTENT_INIT("MPI_Send_init", PMPI_Send_init, PERSISTENT_SEND, buf, count, type, dest, tag, comm, req);
+}
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    PERSISTENT_INIT("MPI_Bsend_init", PMPI_Bsend_init, PERSISTENT_SEND, buf, count, type, dest, tag, comm, req);
+}
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    PERSISTENT_INIT("MPI_Rsend_init", PMPI_Rsend_init, PERSISTENT_SEND, buf, count, type, dest, tag, comm, req);
+}
+/* MPI's handle is never started: each start is synchronous mode's own. */
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    PERSISTENT_INIT("MPI_Ssend_init", PMPI_Ssend_init, PERSISTENT_SSEND, buf, count, type, dest, tag, comm, req);
+}
+int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* req) {
+    PERSISTENT_INIT("MPI_Recv_init", PMPI_Recv_init, PERSISTENT_RECV, buf, count, type, source, tag, comm, req);
+}
+
+/* One start, under the lock. */
+static int start_one(MPI_Request* req) {
+    persistent_t* p = persistent_find(*req);
+    if (!p) return PMPI_Start(req); /* not a persistent request the layer made: MPI reports what it is */
+    if (p->stand_in != MPI_REQUEST_NULL) {
+        fprintf(stderr, "weft-mpi rank %d: MPI_Start of a persistent request that is still active\n", world_rank);
+        return MPI_ERR_REQUEST;
+    }
+    int rc;
+    if (p->kind == PERSISTENT_SSEND) {
+        rc = sync_send_start(p->buf, p->count, p->type, p->peer, p->tag, p->comm, &p->stand_in);
+        if (rc == MPI_SUCCESS) ++nstand_ins;
+        return rc;
+    }
+    if (p->kind == PERSISTENT_RECV) {
+        buffered_t* m = buffer_take(p->comm, p->peer, p->tag);
+        if (m) {
+            rc = buffered_request(m, p->buf, p->count, p->type, p->comm, &p->stand_in);
+            if (rc == MPI_SUCCESS) ++nstand_ins;
+            return rc;
+        }
+        rc = PMPI_Start(req);
+        if (rc == MPI_SUCCESS && p->peer != MPI_PROC_NULL) post(*req);
+        return rc;
+    }
+    rc = PMPI_Start(req);
+    if (rc == MPI_SUCCESS && p->peer != MPI_PROC_NULL) {
+        CHECK(weft_drain_count(ctx, 1, 0));
+        sync_count_send(p->comm, p->peer, p->tag);
+    }
+    return rc;
+}
+
+int MPI_Start(MPI_Request* req) {
+    if (!req) return PMPI_Start(req);
+    ENTER();
+    const int rc = start_one(req);
+    LEAVE();
+    return rc;
+}
+
+int MPI_Startall(int count, MPI_Request reqs[]) {
+    if (count < 0 || (count > 0 && !reqs)) return PMPI_Startall(count, reqs); /* MPI reports it */
+    ENTER();
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < count && rc == MPI_SUCCESS; ++i) rc = start_one(&reqs[i]);
+    LEAVE();
+    return rc;
+}
+
 int MPI_Wait(MPI_Request* req, MPI_Status* st) {
+    if (!req) return PMPI_Wait(req, st);
     ENTER();
     const MPI_Request handle = *req;
-    const int rc = wait_request(req, st);
-    if (handle != MPI_REQUEST_NULL) completed(handle);
+    persistent_t* p = stood_in(handle);
+    int rc;
+    if (p) {
+        rc = wait_request(&p->stand_in, st);
+        if (p->stand_in == MPI_REQUEST_NULL) stand_in_done(p);
+    } else {
+        rc = wait_request(req, st);
+        if (handle != MPI_REQUEST_NULL) completed(handle);
+    }
     LEAVE();
     return rc;
 }
 
 int MPI_Test(MPI_Request* req, int* flag, MPI_Status* st) {
+    if (!req || !flag) return PMPI_Test(req, flag, st);
     ENTER();
     const MPI_Request handle = *req;
-    const int rc = PMPI_Test(req, flag, st);
-    if (rc == MPI_SUCCESS && *flag && handle != MPI_REQUEST_NULL) completed(handle);
+    persistent_t* p = stood_in(handle);
+    int rc;
+    if (p) {
+        rc = PMPI_Test(&p->stand_in, flag, st);
+        if (rc == MPI_SUCCESS && *flag) stand_in_done(p);
+    } else {
+        rc = PMPI_Test(req, flag, st);
+        if (rc == MPI_SUCCESS && *flag && handle != MPI_REQUEST_NULL) completed(handle);
+    }
+    LEAVE();
+    return rc;
+}
+
+/* Whether a request is complete, freeing nothing: a stand-in answers for
+ * its persistent request. */
+int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Status* st) {
+    ENTER();
+    const persistent_t* p = stood_in(req);
+    const int rc = PMPI_Request_get_status(p ? p->stand_in : req, flag, st);
     LEAVE();
     return rc;
 }
@@ -1503,16 +1896,36 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* st) {
 typedef struct {
     MPI_Request small[16];
     MPI_Request* all;
+    int stand_ins; /* some were replaced by their stand-ins */
 } handles_t;
-static void handles_save(handles_t* h, int count, const MPI_Request reqs[]) {
+/* The array's handles are saved, and each persistent request with a
+ * stand-in is replaced by it for MPI's call (handles_done puts the
+ * program's handles back). */
+static void handles_save(handles_t* h, int count, MPI_Request reqs[]) {
     h->all = count <= 16 ? h->small : malloc((size_t)count * sizeof *h->all);
     if (!h->all) {
         fprintf(stderr, "weft-mpi rank %d: no memory for %d request handles\n", world_rank, count);
         abort_job();
     }
     memcpy(h->all, reqs, (size_t)count * sizeof *h->all);
+    h->stand_ins = 0;
+    for (int i = 0; nstand_ins && i < count; ++i) {
+        const persistent_t* p = stood_in(reqs[i]);
+        if (p) {
+            reqs[i] = p->stand_in;
+            h->stand_ins = 1;
+        }
+    }
 }
-static void handles_done(handles_t* h) {
+/* A stand-in MPI completed (and so freed) leaves its persistent request
+ * inactive; the program's array holds its own handles again either way. */
+static void handles_done(handles_t* h, int count, MPI_Request reqs[]) {
+    for (int i = 0; h->stand_ins && i < count; ++i) {
+        persistent_t* p = stood_in(h->all[i]);
+        if (!p) continue;
+        if (reqs[i] == MPI_REQUEST_NULL) stand_in_done(p);
+        reqs[i] = p->handle;
+    }
     if (h->all != h->small) free(h->all);
 }
 static void completed_at(const handles_t* h, int index) {
@@ -1520,29 +1933,32 @@ static void completed_at(const handles_t* h, int index) {
 }
 
 int MPI_Testall(int count, MPI_Request reqs[], int* flag, MPI_Status sts[]) {
+    if (count < 0 || (count > 0 && !reqs)) return PMPI_Testall(count, reqs, flag, sts); /* MPI reports it */
     ENTER();
     handles_t h;
     handles_save(&h, count, reqs);
     const int rc = PMPI_Testall(count, reqs, flag, sts);
     if (rc == MPI_SUCCESS && *flag)
         for (int i = 0; i < count; ++i) completed_at(&h, i);
-    handles_done(&h);
+    handles_done(&h, count, reqs);
     LEAVE();
     return rc;
 }
 
 int MPI_Testany(int count, MPI_Request reqs[], int* index, int* flag, MPI_Status* st) {
+    if (count < 0 || (count > 0 && !reqs)) return PMPI_Testany(count, reqs, index, flag, st); /* MPI reports it */
     ENTER();
     handles_t h;
     handles_save(&h, count, reqs);
     const int rc = PMPI_Testany(count, reqs, index, flag, st);
     if (rc == MPI_SUCCESS && *flag) completed_at(&h, *index);
-    handles_done(&h);
+    handles_done(&h, count, reqs);
     LEAVE();
     return rc;
 }
 
 int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* st) {
+    if (count < 0 || (count > 0 && !reqs)) return PMPI_Waitany(count, reqs, index, st); /* MPI reports it */
     ENTER();
     handles_t h;
     handles_save(&h, count, reqs);
@@ -1553,24 +1969,28 @@ int MPI_Waitany(int count, MPI_Request reqs[], int* index, MPI_Status* st) {
         YIELD();
     }
     if (rc == MPI_SUCCESS) completed_at(&h, *index);
-    handles_done(&h);
+    handles_done(&h, count, reqs);
     LEAVE();
     return rc;
 }
 
 int MPI_Testsome(int count, MPI_Request reqs[], int* outcount, int indices[], MPI_Status sts[]) {
+    if (count < 0 || (count > 0 && !reqs))
+        return PMPI_Testsome(count, reqs, outcount, indices, sts); /* MPI reports it */
     ENTER();
     handles_t h;
     handles_save(&h, count, reqs);
     const int rc = PMPI_Testsome(count, reqs, outcount, indices, sts);
     if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
         for (int i = 0; i < *outcount; ++i) completed_at(&h, indices[i]);
-    handles_done(&h);
+    handles_done(&h, count, reqs);
     LEAVE();
     return rc;
 }
 
 int MPI_Waitsome(int count, MPI_Request reqs[], int* outcount, int indices[], MPI_Status sts[]) {
+    if (count < 0 || (count > 0 && !reqs))
+        return PMPI_Waitsome(count, reqs, outcount, indices, sts); /* MPI reports it */
     ENTER();
     handles_t h;
     handles_save(&h, count, reqs);
@@ -1582,12 +2002,13 @@ int MPI_Waitsome(int count, MPI_Request reqs[], int* outcount, int indices[], MP
     }
     if (rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
         for (int i = 0; i < *outcount; ++i) completed_at(&h, indices[i]);
-    handles_done(&h);
+    handles_done(&h, count, reqs);
     LEAVE();
     return rc;
 }
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
+    if (count < 0 || (count > 0 && !reqs)) return PMPI_Waitall(count, reqs, sts); /* MPI reports it */
     ENTER();
     handles_t h;
     handles_save(&h, count, reqs);
@@ -1601,7 +2022,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
     }
     if (rc == MPI_SUCCESS)
         for (int i = 0; i < count; ++i) completed_at(&h, i);
-    handles_done(&h);
+    handles_done(&h, count, reqs);
     LEAVE();
     return rc;
 }
@@ -1611,9 +2032,25 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
 int MPI_Request_free(MPI_Request* req) {
     if (!req) return PMPI_Request_free(req);
     ENTER();
-    if (posted_index(*req) >= 0) {
+    const int i = posted_index(*req);
+    if (i >= 0 && posted[i].clock) {
+        LEAVE();
+        fprintf(stderr,
+                "weft-mpi rank %d: MPI_Request_free of a non-blocking collective's request (erroneous in MPI)\n",
+                world_rank);
+        return MPI_ERR_REQUEST;
+    }
+    if (i >= 0) {
         LEAVE();
         return refuse("MPI_Request_free of a receive's request", "its arrival could no longer be counted");
+    }
+    persistent_t* p = persistent_find(*req);
+    if (p) { /* a stand-in goes with it: a receive's is complete, a synchronous send's completes by itself */
+        if (p->stand_in != MPI_REQUEST_NULL) {
+            PMPI_Request_free(&p->stand_in);
+            stand_in_done(p);
+        }
+        persistent_remove(p);
     }
     const int rc = PMPI_Request_free(req);
     LEAVE();
@@ -1629,8 +2066,21 @@ int MPI_Request_free(MPI_Request* req) {
 int MPI_Cancel(MPI_Request* req) {
     if (!req || *req == MPI_REQUEST_NULL) return PMPI_Cancel(req);
     ENTER();
+    const persistent_t* p = stood_in(*req);
+    if (p && p->kind == PERSISTENT_RECV) { /* the buffer completed it: nothing left to cancel */
+        LEAVE();
+        return MPI_SUCCESS;
+    }
+    const int c = posted_index(*req);
+    if (c >= 0 && posted[c].clock) {
+        LEAVE();
+        fprintf(stderr, "weft-mpi rank %d: MPI_Cancel of a non-blocking collective's request (erroneous in MPI)\n",
+                world_rank);
+        return MPI_ERR_REQUEST;
+    }
+    const MPI_Request program = p ? p->stand_in : *req;
     for (const sync_send_t* x = sync_sends; x; x = x->next)
-        if (x->program == *req) {
+        if (x->program == program) {
             LEAVE();
             return refuse("MPI_Cancel of a synchronous send", "its acknowledgment protocol has no cancel yet");
         }
@@ -1678,6 +2128,205 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* st) {
         if (rc != MPI_SUCCESS || flag) return rc;
         CHECK(weft_drain_yield(ctx));
     }
+}
+
+/* ---------------------------------------------------- matched probes */
+/* MPI_Improbe/MPI_Mprobe take a message out of matching and give the
+ * program a handle that MPI_Mrecv/MPI_Imrecv receive it by. The handles are
+ * the layer's own: slots of this table, so that one a drain has emptied
+ * can never be confused with a handle MPI reuses.
+ *   - A buffered message that matches is taken out of the buffer at the
+ *     probe (it is older than any MPI holds, as for a receive).
+ *   - A message MPI matched stays MPI's until the program receives it,
+ *     unless a drain comes first: the drain's hook receives it (MPI_Mrecv)
+ *     into the slot and counts its arrival, so nothing is in transit at
+ *     the quiescent point. For synchronous mode, a matched probe is the
+ *     start of the receive, as MPI's own matching is: its sender's
+ *     MPI_Ssend may complete then. */
+/* A handle is MESSAGE_MARK plus its slot: never MPI_MESSAGE_NULL nor
+ * MPI_MESSAGE_NO_PROC, and it fits MPICH's int handles and Open MPI's
+ * pointer ones alike. */
+enum { MESSAGE_MARK = 0x0d000000, MESSAGE_SLOTS = 0x01000000 };
+typedef char message_handle_is_an_int_or_a_pointer
+    [sizeof(MPI_Message) == sizeof(uint32_t) || sizeof(MPI_Message) == sizeof(uintptr_t) ? 1 : -1];
+
+static MPI_Message message_handle(int slot) {
+    MPI_Message h;
+    const uintptr_t mark = (uintptr_t)MESSAGE_MARK + (uintptr_t)slot;
+    if (sizeof h == sizeof(uint32_t)) {
+        const uint32_t v = (uint32_t)mark;
+        memcpy(&h, &v, sizeof h);
+    } else {
+        memcpy(&h, &mark, sizeof h);
+    }
+    return h;
+}
+
+/* The slot of a handle the layer gave; -1 for any other. */
+static int message_slot(MPI_Message h) {
+    uintptr_t v = 0;
+    if (sizeof h == sizeof(uint32_t)) {
+        uint32_t small;
+        memcpy(&small, &h, sizeof small);
+        v = small;
+    } else {
+        memcpy(&v, &h, sizeof v);
+    }
+    if (v < MESSAGE_MARK || v - MESSAGE_MARK >= (uintptr_t)matched_cap) return -1;
+    const int slot = (int)(v - MESSAGE_MARK);
+    return matched[slot].used ? slot : -1;
+}
+
+static int matched_new(void) {
+    if (nmatched == matched_cap) {
+        const int cap = matched_cap ? 2 * matched_cap : 16;
+        matched_t* more = cap <= MESSAGE_SLOTS ? realloc(matched, (size_t)cap * sizeof *more) : NULL;
+        if (!more) {
+            fprintf(stderr, "weft-mpi rank %d: no room for another matched message (%d held)\n", world_rank, nmatched);
+            abort_job();
+        }
+        memset(more + matched_cap, 0, (size_t)(cap - matched_cap) * sizeof *more);
+        matched = more;
+        matched_cap = cap;
+    }
+    for (int i = 0; i < matched_cap; ++i)
+        if (!matched[i].used) {
+            matched[i].used = 1;
+            ++nmatched;
+            return i;
+        }
+    abort_job(); /* unreachable: nmatched < matched_cap */
+    return -1;
+}
+
+static void matched_free(int slot) {
+    if (!matched[slot].data) --nmatched_in_mpi;
+    memset(&matched[slot], 0, sizeof matched[slot]);
+    --nmatched;
+}
+
+/* The drain hook's part (under the lock): every matched message MPI still
+ * holds is received into its slot. How many. */
+static uint64_t matched_receive_all(void) {
+    uint64_t got = 0;
+    for (int i = 0; nmatched_in_mpi && i < matched_cap; ++i) {
+        matched_t* x = &matched[i];
+        if (!x->used || x->data) continue;
+        buffered_t* m = buffer_new(x->comm, x->source, x->tag, x->bytes);
+        if (!m) {
+            fprintf(stderr, "weft-mpi rank %d: no memory to buffer a %d-byte message\n", world_rank, x->bytes);
+            abort_job();
+        }
+        PMPI_Mrecv(m->data, x->bytes, MPI_BYTE, &x->mpi, MPI_STATUS_IGNORE);
+        x->data = m;
+        --nmatched_in_mpi;
+        ++got;
+    }
+    return got;
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* st) {
+    if (source == MPI_PROC_NULL || !flag || !message) return PMPI_Improbe(source, tag, comm, flag, message, st);
+    known(comm, "MPI_Improbe");
+    ENTER();
+    int rc = MPI_SUCCESS;
+    buffered_t* m = buffer_take(comm, source, tag);
+    if (m) {
+        const int slot = matched_new();
+        matched[slot] = (matched_t){1, MPI_MESSAGE_NULL, m, comm, m->source, m->tag, m->bytes};
+        fill_status(st, m);
+        *flag = 1;
+        *message = message_handle(slot);
+    } else {
+        MPI_Status mine;
+        MPI_Message mpi = MPI_MESSAGE_NULL;
+        rc = PMPI_Improbe(source, tag, comm, flag, &mpi, &mine);
+        if (rc == MPI_SUCCESS && *flag) {
+            int bytes = 0;
+            PMPI_Get_count(&mine, MPI_BYTE, &bytes);
+            const int slot = matched_new();
+            matched[slot] = (matched_t){1, mpi, NULL, comm, mine.MPI_SOURCE, mine.MPI_TAG, bytes};
+            ++nmatched_in_mpi;
+            *message = message_handle(slot);
+            if (st != MPI_STATUS_IGNORE) *st = mine;
+        }
+    }
+    LEAVE();
+    return rc;
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* st) {
+    if (source == MPI_PROC_NULL || !message) return PMPI_Mprobe(source, tag, comm, message, st);
+    for (;;) {
+        int flag = 0;
+        const int rc = MPI_Improbe(source, tag, comm, &flag, message, st);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        CHECK(weft_drain_yield(ctx));
+    }
+}
+
+/* The slot of *message for a receive; -1 (logged) for a handle the layer
+ * did not give. MPI_MESSAGE_NULL and MPI_MESSAGE_NO_PROC are MPI's. */
+static int message_for(const MPI_Message* message, const char* call) {
+    const int slot = message_slot(*message);
+    if (slot < 0)
+        fprintf(stderr, "weft-mpi rank %d: %s of a message handle no MPI_Mprobe or MPI_Improbe gave\n", world_rank,
+                call);
+    return slot;
+}
+
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* st) {
+    if (!message || *message == MPI_MESSAGE_NULL || *message == MPI_MESSAGE_NO_PROC)
+        return PMPI_Mrecv(buf, count, type, message, st);
+    ENTER();
+    int rc;
+    const int slot = message_for(message, "MPI_Mrecv");
+    if (slot < 0) {
+        rc = MPI_ERR_ARG;
+    } else if (matched[slot].data) {
+        const matched_t x = matched[slot];
+        matched_free(slot);
+        rc = deliver(x.data, buf, count, type, x.comm, st);
+        *message = MPI_MESSAGE_NULL;
+    } else {
+        MPI_Message mpi = matched[slot].mpi;
+        matched_free(slot);
+        *message = MPI_MESSAGE_NULL;
+        MPI_Request req;
+        rc = PMPI_Imrecv(buf, count, type, &mpi, &req);
+        if (rc == MPI_SUCCESS) {
+            const MPI_Request handle = req;
+            post(handle);
+            rc = wait_request(&req, st);
+            completed(handle);
+        }
+    }
+    LEAVE();
+    return rc;
+}
+
+int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* req) {
+    if (!message || !req || *message == MPI_MESSAGE_NULL || *message == MPI_MESSAGE_NO_PROC)
+        return PMPI_Imrecv(buf, count, type, message, req);
+    ENTER();
+    int rc;
+    const int slot = message_for(message, "MPI_Imrecv");
+    if (slot < 0) {
+        rc = MPI_ERR_ARG;
+    } else if (matched[slot].data) {
+        const matched_t x = matched[slot];
+        matched_free(slot);
+        rc = buffered_request(x.data, buf, count, type, x.comm, req);
+        *message = MPI_MESSAGE_NULL;
+    } else {
+        MPI_Message mpi = matched[slot].mpi;
+        matched_free(slot);
+        *message = MPI_MESSAGE_NULL;
+        rc = PMPI_Imrecv(buf, count, type, &mpi, req);
+        if (rc == MPI_SUCCESS) post(*req);
+    }
+    LEAVE();
+    return rc;
 }
 
 /* ------------------------------------------------------------ refused */

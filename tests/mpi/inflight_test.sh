@@ -5,7 +5,13 @@
 #      to itself on MPI_COMM_SELF) in the layer's buffer at the
 #      drain's quiescent point, and receive them after it in order (the
 #      program checks payloads, tags, sources, counts; exit 0, "ok");
-#   2. with "ialltoall", MPI_Ialltoall (refused by a wrapper generated from
+#      at a second drain it must hold 7 buffered and 1 matched by its
+#      MPI_Mprobe, received after it by matched probes and persistent
+#      receives;
+#      at a third, non-blocking collectives rank 0 has not tested must be
+#      completed by the drain itself: rank 0's quiescent line comes before
+#      its line "back from computing";
+#   2. with "idup", MPI_Comm_idup (refused by a wrapper generated from
 #      the MPI's header) fails at call time: the job fails and stderr names
 #      the call and the reason.
 set -u
@@ -24,11 +30,25 @@ rc=$?
 grep -q "16 messages across a drain: ok" "$tmp/run" || fail "the program's checks failed"
 grep -q "rank 1: at drain 1's quiescent point: 17 MPI message(s)" "$tmp/run.err" ||
     fail "rank 1 did not hold the 17 messages at the quiescent point (the drain did not take them out of MPI)"
+grep -q "matched probes and persistent requests across a drain: ok" "$tmp/run" ||
+    fail "the program's checks of matched probes and persistent requests failed"
+grep -q "rank 1: at drain 2's quiescent point: 7 MPI message(s) in this rank's buffer, 1 matched by a probe" \
+    "$tmp/run.err" ||
+    fail "rank 1 did not hold 7 buffered messages and the one its MPI_Mprobe matched at the second drain"
+grep -q "non-blocking collectives across a drain: ok" "$tmp/run" ||
+    fail "the program's checks of non-blocking collectives failed"
+order=$(grep -E "rank 0: at drain 3's quiescent point|rank 0 back from computing" "$tmp/run.err" | head -1)
+case $order in
+*"quiescent point"*) ;;
+*) fail "rank 0 was back from computing before drain 3 was quiescent: its open non-blocking collectives were not completed by the drain ($order)" ;;
+esac
 [ $failed = 0 ] && echo "ok   16 messages buffered by the drain on a sub-communicator, received after it in order"
+[ $failed = 0 ] && echo "ok   a message matched by MPI_Mprobe before a drain and 7 buffered by it, received after it in order by matched and persistent receives"
+[ $failed = 0 ] && echo "ok   non-blocking collectives left untested through a drain completed by it, with the right results"
 [ $failed = 0 ] || { cat "$tmp/run" "$tmp/run.err"; }
 
-for call in Ialltoall; do
-    mode=$(echo "$call" | tr 'A-Z' 'a-z')
+for call in Comm_idup; do
+    mode=idup
     mpi_launch "$KIND" "$LAUNCHER" 3 "$LIB" "$tmp/$mode" "$PROG" "$mode"
     rc=$?
     if [ $rc = 0 ] || [ $rc = 124 ]; then

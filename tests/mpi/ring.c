@@ -11,7 +11,14 @@
  * every 16th step
  * a Bcast on a split communicator and a Barrier; every 32nd step rank 0
  * sends rank N-1 a message it receives only 16 steps later (in flight
- * across drains). All arithmetic is on unsigned 64-bit integers, so the
+ * across drains), by a matched probe (MPI_Mprobe and MPI_Mrecv, or
+ * MPI_Improbe and MPI_Imrecv, in turn). Every step also passes a word
+ * around the ring the other way by two persistent requests (MPI_Send_init,
+ * MPI_Recv_init) on the duplicate, started with MPI_Startall and completed
+ * by MPI_Waitall or by MPI_Wait on each, in turn; and an MPI_Iallgather of
+ * each step's sum, started at the end of the step and left open through
+ * its "compute" (a drain then completes it by itself), completed with the
+ * next step's ring exchange. All arithmetic is on unsigned 64-bit integers, so the
  * checksum does not depend on the order in which a reduction adds: a run
  * under the layer (which runs collectives in their non-blocking forms)
  * must print exactly the checksum of a run without it.
@@ -60,25 +67,48 @@ int main(int argc, char** argv) {
     uint64_t field[WIDTH], in[WIDTH], checksum = 0;
     for (int i = 0; i < WIDTH; ++i) field[i] = (uint64_t)(rank + 1) * 1000003u + (uint64_t)i;
     const int right = (rank + 1) % size, left = (rank + size - 1) % size, partner = rank ^ 1;
-    uint64_t in_flight = 0;
+    uint64_t in_flight = 0, back_out = 0, back_in = 0, sum_out = 0;
+    uint64_t* sums_in = calloc((size_t)size, sizeof *sums_in);
+    MPI_Request gathered = MPI_REQUEST_NULL; /* the last step's MPI_Iallgather, open across the compute */
+    MPI_Request back[2];                     /* persistent: the word that goes the other way round */
+    MPI_Recv_init(&back_in, 1, MPI_UINT64_T, right, 11, twin, &back[0]);
+    MPI_Send_init(&back_out, 1, MPI_UINT64_T, left, 11, twin, &back[1]);
     const struct timespec pause = {0, 100000}; /* 0.1 ms of "compute" per step */
 
     for (int s = 0; s < steps; ++s) {
-        MPI_Request reqs[2];
+        MPI_Request reqs[3];
         MPI_Irecv(in, WIDTH, MPI_UINT64_T, left, s % 7, MPI_COMM_WORLD, &reqs[0]);
         MPI_Isend(field, WIDTH, MPI_UINT64_T, right, s % 7, MPI_COMM_WORLD, &reqs[1]);
-        MPI_Status sts[2]; /* not MPI_STATUSES_IGNORE: GCC 12 flags it in MPICH's header */
+        reqs[2] = gathered;
+        const int active = gathered == MPI_REQUEST_NULL ? 2 : 3;
+        MPI_Status sts[3]; /* not MPI_STATUSES_IGNORE: GCC 12 flags it in MPICH's header */
         if (s % 3 == 0) {
-            MPI_Waitall(2, reqs, sts);
+            MPI_Waitall(3, reqs, sts);
         } else if (s % 3 == 1) {
-            for (int k = 0, index; k < 2; ++k) MPI_Waitany(2, reqs, &index, &sts[0]);
+            for (int k = 0, index; k < active; ++k) MPI_Waitany(3, reqs, &index, &sts[0]);
         } else {
-            int done = 0, outcount, indices[2];
-            while (done < 2) {
-                MPI_Waitsome(2, reqs, &outcount, indices, sts);
+            int done = 0, outcount, indices[3];
+            while (done < active) {
+                MPI_Waitsome(3, reqs, &outcount, indices, sts);
                 done += outcount;
             }
         }
+        gathered = MPI_REQUEST_NULL;
+        for (int r = 0; s > 0 && r < size; ++r) checksum += sums_in[r] * (uint64_t)(2 * r + 1);
+        back_out = field[s % WIDTH] + (uint64_t)rank;
+        MPI_Startall(2, back);
+        if (s % 2 == 0) {
+            MPI_Waitall(2, back, sts);
+        } else {
+            MPI_Wait(&back[0], &sts[0]);
+            MPI_Wait(&back[1], &sts[1]);
+        }
+        if (sts[0].MPI_SOURCE != right || sts[0].MPI_TAG != 11) {
+            fprintf(stderr, "ring rank %d: step %d: the persistent receive's status: source %d tag %d\n", rank, s,
+                    sts[0].MPI_SOURCE, sts[0].MPI_TAG);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        field[0] ^= back_in;
         uint64_t local = 0;
         for (int i = 0; i < WIDTH; ++i) {
             field[i] = field[i] * 31u + in[i] + (uint64_t)s;
@@ -125,18 +155,35 @@ int main(int argc, char** argv) {
         }
         if (size > 1 && s % 32 == 16 && rank == size - 1) {
             MPI_Status st;
-            MPI_Recv(&in_flight, 1, MPI_UINT64_T, 0, 100 + s - 16, MPI_COMM_WORLD, &st);
+            MPI_Message m;
+            if (s % 64 == 16) {
+                MPI_Mprobe(0, 100 + s - 16, MPI_COMM_WORLD, &m, &st);
+                MPI_Mrecv(&in_flight, 1, MPI_UINT64_T, &m, &st);
+            } else {
+                int flag = 0;
+                while (!flag) MPI_Improbe(0, 100 + s - 16, MPI_COMM_WORLD, &flag, &m, &st);
+                MPI_Request r;
+                MPI_Imrecv(&in_flight, 1, MPI_UINT64_T, &m, &r);
+                MPI_Wait(&r, &st);
+            }
             if (st.MPI_TAG != 100 + s - 16) {
                 fprintf(stderr, "ring rank %d: step %d: tag %d\n", rank, s, st.MPI_TAG);
                 MPI_Abort(MPI_COMM_WORLD, 2);
             }
             checksum += in_flight;
         }
+        sum_out = local;
+        MPI_Iallgather(&sum_out, 1, MPI_UINT64_T, sums_in, 1, MPI_UINT64_T, MPI_COMM_WORLD, &gathered);
         nanosleep(&pause, NULL);
     }
+    MPI_Wait(&gathered, MPI_STATUS_IGNORE);
+    for (int r = 0; r < size; ++r) checksum += sums_in[r] * (uint64_t)(2 * r + 1);
+    free(sums_in);
     uint64_t all = 0;
     MPI_Allreduce(&checksum, &all, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
     if (rank == 0) printf("ring: %d ranks, %d steps, checksum %016llx\n", size, steps, (unsigned long long)all);
+    MPI_Request_free(&back[0]);
+    MPI_Request_free(&back[1]);
     MPI_Comm_free(&half);
     MPI_Comm_free(&twin);
     MPI_Finalize();

@@ -5,13 +5,15 @@
  *   LD_PRELOAD=libweft-mpi-KIND.so mpiexec -n 3 mpi_ssend
  *
  * Rank 0 sends rank 1, all with tag 5: 100 by MPI_Isend, 101 by
- * MPI_Issend, 102 by MPI_Isend; then asks for a drain. Rank 1 "computes"
- * for 1.5 s, so the drain takes all three into its buffer, and MPI, which
- * has received them, completes rank 0's MPI_Issend. The program must not
- * see that: rank 0 tests its request for 0.5 s after the drain, and it must
- * stay incomplete until rank 1 receives 101 (from the buffer); then
- * MPI_Wait returns, and not before rank 1's receive (their CLOCK_MONOTONIC
- * times are compared: one machine). Rank 2 sends rank 1 a message by
+ * MPI_Issend, 102 by MPI_Isend, 103 by a persistent synchronous send
+ * (MPI_Ssend_init, MPI_Start); then asks for a drain. Rank 1 "computes"
+ * for 1.5 s, so the drain takes all four into its buffer, and MPI, which
+ * has received them, completes rank 0's synchronous sends. The program must
+ * not see that: rank 0 tests both requests for 0.5 s after the drain, and
+ * each must stay incomplete until rank 1 receives its message (from the
+ * buffer); then MPI_Wait returns, and not before rank 1's receive (their
+ * CLOCK_MONOTONIC times are compared: one machine). The persistent request
+ * is started once more afterwards (104, received when it comes). Rank 2 sends rank 1 a message by
  * MPI_Ssend, not drained (received when it comes), which completes as
  * usual. Before all that, a receive nobody will match and a send are
  * cancelled (MPI_Cancel): the drain must still balance. Prints
@@ -24,21 +26,7 @@
 #include <stdio.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* A signal (the drain's, or weft's wake-ups) ends a nanosleep early: sleep
- * until the time has really passed. */
-static void nap(double seconds) {
-    const double until = now_s() + seconds;
-    for (double left = seconds; left > 0; left = until - now_s()) {
-        const struct timespec t = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-        nanosleep(&t, NULL);
-    }
-}
+#include "nap.h"
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
@@ -81,42 +69,58 @@ int main(int argc, char** argv) {
     }
     MPI_Bcast(&send_cancelled, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
-    double times[2] = {0, 0}; /* rank 0: its Issend seen complete; rank 1: 101 received */
+    /* rank 0: its Issend, its persistent synchronous send seen complete;
+     * rank 1: 101, 103 received */
+    double times[4] = {0, 0, 0, 0};
     if (rank == 0) {
         /* Standard mode may wait for the receive too (MPICH over UCX does
          * after a synchronous send): non-blocking, waited for at the end. */
-        int a = 100, b = 101, c = 102;
-        MPI_Request r, std[2];
+        int a = 100, b = 101, c = 102, d = 103;
+        MPI_Request r, std[2], persistent;
         MPI_Isend(&a, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &std[0]);
         MPI_Issend(&b, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &r);
         MPI_Isend(&c, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &std[1]);
+        MPI_Ssend_init(&d, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &persistent);
+        MPI_Start(&persistent);
         raise(SIGUSR1);
         nap(0.5); /* the drain: a few milliseconds */
         const double until = now_s() + 0.5;
-        while (now_s() < until) {
-            int flag = 0;
-            MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-            if (flag) {
-                fprintf(stderr, "ssend: rank 0: the Issend completed while rank 1 had received nothing\n");
-                bad = 1;
-                break;
-            }
+        while (now_s() < until && !bad) {
+            int flag[2] = {0, 0};
+            MPI_Test(&r, &flag[0], MPI_STATUS_IGNORE);
+            MPI_Test(&persistent, &flag[1], MPI_STATUS_IGNORE);
+            for (int k = 0; k < 2; ++k)
+                if (flag[k]) {
+                    fprintf(stderr, "ssend: rank 0: the %s completed while rank 1 had received nothing\n",
+                            k ? "persistent synchronous send" : "Issend");
+                    bad = 1;
+                }
             nap(0.01);
         }
         if (!bad) MPI_Wait(&r, MPI_STATUS_IGNORE);
         times[0] = now_s();
+        if (!bad) MPI_Wait(&persistent, MPI_STATUS_IGNORE);
+        times[2] = now_s();
+        d = 104; /* once more, not drained */
+        MPI_Start(&persistent);
+        MPI_Wait(&persistent, MPI_STATUS_IGNORE);
+        MPI_Request_free(&persistent);
         MPI_Status std_sts[2];
         MPI_Waitall(2, std, std_sts);
     } else if (rank == 1) {
         nap(1.5);
-        int got[3] = {0, 0, 0}, late = 0;
-        for (int i = 0; i < 3; ++i) {
+        int got[5] = {0, 0, 0, 0, 0}, late = 0;
+        for (int i = 0; i < 4; ++i) {
             MPI_Recv(&got[i], 1, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (i == 1) times[1] = now_s();
+            if (i == 2) nap(0.2); /* 103 stays unreceived a while: its sender must wait */
+            if (i == 3) times[3] = now_s();
         }
+        MPI_Recv(&got[4], 1, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Recv(&late, 1, MPI_INT, 2, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (got[0] != 100 || got[1] != 101 || got[2] != 102 || late != 200) {
-            fprintf(stderr, "ssend: rank 1 received %d %d %d and %d\n", got[0], got[1], got[2], late);
+        if (got[0] != 100 || got[1] != 101 || got[2] != 102 || got[3] != 103 || got[4] != 104 || late != 200) {
+            fprintf(stderr, "ssend: rank 1 received %d %d %d %d %d and %d\n", got[0], got[1], got[2], got[3], got[4],
+                    late);
             bad = 1;
         }
     } else if (rank == 2) {
@@ -133,11 +137,16 @@ int main(int argc, char** argv) {
             if (maybe != 300) bad = 1;
         }
     }
-    double all[2];
-    MPI_Allreduce(times, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double all[4];
+    MPI_Allreduce(times, all, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && !bad && all[0] < all[1]) {
         fprintf(stderr, "ssend: rank 0's Issend completed %.3f ms before rank 1 received its message\n",
                 (all[1] - all[0]) * 1e3);
+        bad = 1;
+    }
+    if (rank == 0 && !bad && all[2] < all[3]) {
+        fprintf(stderr, "ssend: rank 0's persistent synchronous send completed %.3f ms before rank 1 received it\n",
+                (all[3] - all[2]) * 1e3);
         bad = 1;
     }
     int any = 0;
