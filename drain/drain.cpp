@@ -609,6 +609,17 @@ Drain::Code Drain::collective_attempt(uint64_t attempt, weft_drain_result_t& res
     return by_tree_ ? observe_by_tree(attempt, res, deadline) : observe_by_reads(attempt, res, deadline);
 }
 
+// An external stack's collective open at a peer may wait for this rank's
+// progress though nothing is open here (an MPI moves a collective's messages
+// only inside its calls: docs/drain.md). Progress it, but only when no
+// application thread is inside (one that is progresses the stack itself,
+// and may stay inside a blocking call), and only for that moment, so a
+// thread stepping back in is not kept out round after round.
+void Drain::progress_stack() {
+    if (!stack_progress_.load(std::memory_order_relaxed)) return;
+    if (WeftHold h(rt_, WeftHold::if_free); h.held()) progress_all();
+}
+
 bool Drain::progress_if_open() {
     // A collective open here (say, an ibarrier nobody waits for) moves
     // only if someone progresses: we do, holding weft for a moment.
@@ -633,10 +644,12 @@ Drain::Code Drain::observe_by_reads(uint64_t attempt, weft_drain_result_t& res, 
         ++prof_.clock_rounds;
         if (const Code why = must_end(); why != undecided)
             return why == stopped ? why : settle(attempt, undecided, why);
-        const bool must_hold = progress_if_open() || !direct_ || needs_progress_ || stack_progress_.load();
+        const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
         if (must_hold) {
             hold();
             progress_all();
+        } else {
+            progress_stack();
         }
         // The decision read needs nothing the snapshot read: the round's
         // depth is the snapshot's deepest chain (or 1, at rank 0 alone).
@@ -742,11 +755,13 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
         // Time spent waiting for partners is a pause, as between the reads
         // observer's rounds: round_work_ns counts only this thread's work.
         uint64_t waited = 0;
-        const bool must_hold = progress_if_open() || !direct_ || needs_progress_ || stack_progress_.load();
+        const bool must_hold = progress_if_open() || !direct_ || needs_progress_;
         if (must_hold) {
             hold();
             progress_all();
             unhold();
+        } else {
+            progress_stack();
         }
         cur.clear();
         snapshot_rank(me, cur);
@@ -782,10 +797,12 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
             for (uint64_t w = inbox.load(std::memory_order_acquire); (w >> tree_tag_shift) != tag;
                  w = inbox.load(std::memory_order_acquire)) {
                 if ((++looks & 15) == 0) {
-                    if (!direct_ || needs_progress_ || stack_progress_.load()) {
+                    if (!direct_ || needs_progress_) {
                         hold();
                         progress_all();
                         unhold();
+                    } else {
+                        progress_stack();
                     }
                     // Polls depend on timing: counted apart from the round's operations.
                     ops_ = &prof_.clock_polls;

@@ -116,6 +116,7 @@ private:
     uint32_t snapshot_rank(uint32_t r, std::vector<uint64_t>& out);
     bool clocks_converged(const std::vector<uint64_t>& s, uint64_t attempt, uint32_t ranks) const;
     bool progress_if_open();
+    void progress_stack();
     Code observe_by_reads(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline);
     Code observe_by_tree(uint64_t attempt, weft_drain_result_t& res, const Deadline& deadline);
     // An inbox word: tag (24 bits of attempt, 32 of round), 6 bits of hops,

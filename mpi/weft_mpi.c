@@ -9,10 +9,13 @@
  *     private duplicate of MPI_COMM_WORLD), so any MPI launcher works;
  *   - every collective and communicator constructor/destructor runs inside
  *     its communicator's Collective Clock (weft_drain_commit_begin/finish):
- *     a blocking collective becomes its non-blocking form, tested with
- *     weft_drain_yield between tests;
+ *     a blocking one as the MPI's blocking call, which the clock lets
+ *     complete; a non-blocking one from its start to its completion (the
+ *     program's wait, or the drain's progress hook);
  *   - every point-to-point message is counted when sent and when it arrives
- *     (weft_drain_count); a blocking send or receive is likewise tested;
+ *     (weft_drain_count); a blocking send or receive is its non-blocking
+ *     form, tested with weft_drain_yield between tests; persistent
+ *     requests and matched probes are counted and buffered alike;
  *   - during a drain, weft's drain thread runs this layer's hooks while no
  *     application thread is inside MPI: `buffer` receives every unmatched
  *     message (MPI_Iprobe + MPI_Recv) into this layer's buffer and counts
@@ -1250,101 +1253,105 @@ int MPI_Comm_free(MPI_Comm* comm) {
 }
 
 /* ------------------------------------------------------- collectives */
-/* The non-blocking form of the call, inside the communicator's clock. A
- * commit finishes under the lock: the drain's progress hook finishes
- * non-blocking collectives' commits under it, and a clock's count of
- * finished collectives must have one writer at a time. */
-#define COLLECTIVE(name, comm, istart)                                        \
-    do {                                                                      \
-        weft_drain_clock_t clock_ = clock_of(comm, name);                     \
-        MPI_Request req_;                                                     \
-        CHECK(weft_drain_commit_begin(clock_));                               \
-        ENTER();                                                              \
-        int rc_ = (istart);                                                   \
-        if (rc_ == MPI_SUCCESS) rc_ = wait_request(&req_, MPI_STATUS_IGNORE); \
-        CHECK(weft_drain_commit_finish(clock_));                              \
-        LEAVE();                                                              \
-        return rc_;                                                           \
+/* The blocking call itself, inside the communicator's clock: the clock
+ * admits it only where every member makes it before the next drain, so it
+ * completes without the drain (MANA's critical section). It runs under
+ * the layer's lock but outside weft's gate: a drain's collective phase
+ * closes the gate on every rank to push its targets, and a thread blocked
+ * in the collective could not step out for it (the program hung that way
+ * when its collectives were entered through the gate). Nothing the gate
+ * keeps out runs meanwhile: the buffer hook comes only after every
+ * collective has finished, and the progress hook only tries the lock. The
+ * commit finishes under the lock: the progress hook finishes non-blocking
+ * collectives' commits under it, and a clock's count of finished
+ * collectives must have one writer at a time. */
+#define COLLECTIVE(name, comm, call)                      \
+    do {                                                  \
+        weft_drain_clock_t clock_ = clock_of(comm, name); \
+        CHECK(weft_drain_commit_begin(clock_));           \
+        pthread_mutex_lock(&mpi_lock);                    \
+        if (sync_sends) sync_progress();                  \
+        const int rc_ = (call);                           \
+        CHECK(weft_drain_commit_finish(clock_));          \
+        pthread_mutex_unlock(&mpi_lock);                  \
+        return rc_;                                       \
     } while (0)
 
-int MPI_Barrier(MPI_Comm comm) { COLLECTIVE("MPI_Barrier", comm, PMPI_Ibarrier(comm, &req_)); }
+int MPI_Barrier(MPI_Comm comm) { COLLECTIVE("MPI_Barrier", comm, PMPI_Barrier(comm)); }
 
 int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-    COLLECTIVE("MPI_Bcast", comm, PMPI_Ibcast(buf, count, type, root, comm, &req_));
+    COLLECTIVE("MPI_Bcast", comm, PMPI_Bcast(buf, count, type, root, comm));
 }
 
 int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
-    COLLECTIVE("MPI_Reduce", comm, PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, &req_));
+    COLLECTIVE("MPI_Reduce", comm, PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm));
 }
 
 int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE("MPI_Allreduce", comm, PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, &req_));
+    COLLECTIVE("MPI_Allreduce", comm, PMPI_Allreduce(sbuf, rbuf, count, type, op, comm));
 }
 
 int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
                   MPI_Comm comm) {
-    COLLECTIVE("MPI_Allgather", comm, PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, &req_));
+    COLLECTIVE("MPI_Allgather", comm, PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
 int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
                  MPI_Comm comm) {
-    COLLECTIVE("MPI_Alltoall", comm, PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, &req_));
+    COLLECTIVE("MPI_Alltoall", comm, PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
 }
 
 int MPI_Gather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype, int root,
                MPI_Comm comm) {
-    COLLECTIVE("MPI_Gather", comm, PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, &req_));
+    COLLECTIVE("MPI_Gather", comm, PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Scatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype, int root,
                 MPI_Comm comm) {
-    COLLECTIVE("MPI_Scatter", comm, PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, &req_));
+    COLLECTIVE("MPI_Scatter", comm, PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
                    const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
-    COLLECTIVE("MPI_Allgatherv", comm,
-               PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, &req_));
+    COLLECTIVE("MPI_Allgatherv", comm, PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm));
 }
 
 int MPI_Alltoallv(const void* sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void* rbuf,
                   const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm) {
     COLLECTIVE("MPI_Alltoallv", comm,
-               PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, &req_));
+               PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm));
 }
 
 int MPI_Gatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[], const int displs[],
                 MPI_Datatype rtype, int root, MPI_Comm comm) {
-    COLLECTIVE("MPI_Gatherv", comm,
-               PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, &req_));
+    COLLECTIVE("MPI_Gatherv", comm, PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm));
 }
 
 int MPI_Scatterv(const void* sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void* rbuf, int rcount,
                  MPI_Datatype rtype, int root, MPI_Comm comm) {
-    COLLECTIVE("MPI_Scatterv", comm,
-               PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, &req_));
+    COLLECTIVE("MPI_Scatterv", comm, PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm));
 }
 
 int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE("MPI_Reduce_scatter", comm, PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, &req_));
+    COLLECTIVE("MPI_Reduce_scatter", comm, PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm));
 }
 
 int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE("MPI_Reduce_scatter_block", comm, PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, &req_));
+    COLLECTIVE("MPI_Reduce_scatter_block", comm, PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm));
 }
 
 int MPI_Scan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE("MPI_Scan", comm, PMPI_Iscan(sbuf, rbuf, count, type, op, comm, &req_));
+    COLLECTIVE("MPI_Scan", comm, PMPI_Scan(sbuf, rbuf, count, type, op, comm));
 }
 
 int MPI_Exscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE("MPI_Exscan", comm, PMPI_Iexscan(sbuf, rbuf, count, type, op, comm, &req_));
+    COLLECTIVE("MPI_Exscan", comm, PMPI_Exscan(sbuf, rbuf, count, type, op, comm));
 }
 
 int MPI_Alltoallw(const void* sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[], void* rbuf,
                   const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm) {
     COLLECTIVE("MPI_Alltoallw", comm,
-               PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, &req_));
+               PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm));
 }
 
 /* A non-blocking collective: begun inside the clock when it starts, and
