@@ -1160,15 +1160,19 @@ int MPI_Finalize(void) {
  * inside its clock; the new communicator (MPI_COMM_NULL at a rank outside
  * it) gets its own clock. MPI has no non-blocking form of most of them: the
  * call blocks inside MPI, which is safe because the clock admits it only
- * where every member will make it before the next drain (commit_begin). */
+ * where every member will make it before the next drain (commit_begin).
+ * Like a blocking collective (COLLECTIVE, below), it runs under the lock
+ * but outside weft's gate, which a drain closes while the call may still
+ * be waiting for the other members. */
 #define CONSTRUCTOR(name, comm, newcomm, call)                     \
     do {                                                           \
         weft_drain_clock_t clock_ = clock_of(comm, name);          \
         CHECK(weft_drain_commit_begin(clock_));                    \
-        ENTER();                                                   \
+        pthread_mutex_lock(&mpi_lock);                             \
+        if (sync_sends) sync_progress();                           \
         const int rc_ = (call);                                    \
         CHECK(weft_drain_commit_finish(clock_));                   \
-        LEAVE();                                                   \
+        pthread_mutex_unlock(&mpi_lock);                           \
         if (rc_ == MPI_SUCCESS) adopt(*(newcomm), index_of(comm)); \
         return rc_;                                                \
     } while (0)
