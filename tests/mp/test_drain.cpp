@@ -426,9 +426,11 @@ TEST_F(DrainTest, AClockMadeDuringTheCollectivePhaseGetsItsTarget) {
 // every member's drain progresses the stack, not only a member with a
 // collective open. Every rank begins a collective on the stack's clock;
 // rank 0's part ends at once (its clock is closed), rank 1's only once rank
-// 0's progress hook has run (a file rank 0's hook makes). Found under libweft-mpi: a rank still inside
-// Open MPI's barrier waited for a peer computing outside MPI, whose drain
-// did not progress MPI, and the drain took 2 s instead of a millisecond.
+// 0's progress hook has run (a file rank 0's hook makes). Found while
+// chasing a slow drain under libweft-mpi (whose cause was elsewhere): an
+// MPI rank that has done its part of a barrier may still owe a peer the
+// message that ends the peer's part, and a drain that progressed MPI only
+// where a collective was open would wait for that rank's program.
 std::string progress_mark() { return "/dev/shm/weft_test_stack_progress." + std::to_string(getppid()); }
 void mark_progress(void*) {
     if (rank != 0) return;
