@@ -101,10 +101,15 @@ static void sync_progress(void);
         pthread_mutex_lock(&mpi_lock);   \
         if (sync_sends) sync_progress(); \
     } while (0)
-#define LEAVE()                          \
-    do {                                 \
-        pthread_mutex_unlock(&mpi_lock); \
-        CHECK(weft_drain_leave(ctx));    \
+/* Communicators MPI_Comm_idup completed inside the call get their clocks
+ * on the way out (outside the lock and the gate, as a constructor's). */
+static int nidups_complete;
+static void adopt_idups(void);
+#define LEAVE()                             \
+    do {                                    \
+        pthread_mutex_unlock(&mpi_lock);    \
+        CHECK(weft_drain_leave(ctx));       \
+        if (nidups_complete) adopt_idups(); \
     } while (0)
 /* Between tests of a wait: a drain may take this thread out here. */
 #define YIELD()                          \
@@ -186,22 +191,21 @@ static void known(MPI_Comm comm, const char* call) {
     if (last_known < 0) (void)clock_of(comm, call);
 }
 
-/* The clock of a communicator just created from `parent` (-1: the world,
- * -2: MPI_COMM_SELF):
- * collective over its members. Its tag needs no communication: every
- * member of the parent has made the same creations from it, in the same
- * order, so (parent's tag, how many so far) is the same on each. Members of
- * different split colours share the tag but not the member list. */
-static void adopt(MPI_Comm comm, int parent) {
-    /* Counted also where this rank got MPI_COMM_NULL (a split's
-     * MPI_UNDEFINED colour, a Cart_create's spare rank): the parent's
-     * members must agree on the count. */
-    int32_t tag = -parent; /* the roots: world 1, self 2 */
-    if (parent >= 0) {
-        const uint32_t h = (uint32_t)comms[parent].tag * 1000003u + ++comms[parent].created;
-        tag = (int32_t)(h & 0x7fffffffu);
-    }
-    if (comm == MPI_COMM_NULL) return;
+/* The clock tag of the next communicator created from `parent` (-1: the
+ * world, -2: MPI_COMM_SELF). Its tag needs no communication: every member
+ * of the parent makes the same creations from it, in the same order, so
+ * (parent's tag, how many so far) is the same on each. Members of different
+ * split colours share the tag but not the member list. Counted also where
+ * this rank got MPI_COMM_NULL (a split's MPI_UNDEFINED colour, a
+ * Cart_create's spare rank): the parent's members must agree on the count. */
+static int32_t next_tag(int parent) {
+    if (parent < 0) return -parent; /* the roots: world 1, self 2 */
+    const uint32_t h = (uint32_t)comms[parent].tag * 1000003u + ++comms[parent].created;
+    return (int32_t)(h & 0x7fffffffu);
+}
+
+/* comm's clock, with the tag next_tag gave it: collective over its members. */
+static void adopt_tagged(MPI_Comm comm, int32_t tag) {
     if (ncomms == COMM_MAX) {
         fprintf(stderr, "weft-mpi rank %d: more than %d communicators\n", world_rank, COMM_MAX);
         abort_job();
@@ -231,9 +235,18 @@ static void adopt(MPI_Comm comm, int parent) {
     free(ranks);
 }
 
+/* The clock of a communicator just created from `parent` (see next_tag). */
+static void adopt(MPI_Comm comm, int parent) {
+    const int32_t tag = next_tag(parent);
+    if (comm != MPI_COMM_NULL) adopt_tagged(comm, tag);
+}
+
+static void persistent_collectives_lose(weft_drain_clock_t clock);
+
 static void forget(MPI_Comm comm) {
     const int i = index_of(comm);
     if (i < 0) return;
+    persistent_collectives_lose(comms[i].clock);
     CHECK(weft_drain_clock_free(&comms[i].clock));
     free(comms[i].world);
     comms[i] = comms[--ncomms];
@@ -396,10 +409,13 @@ static int posted_index(MPI_Request req) {
 
 static void unpost(int i) { posted[i] = posted[--nposted]; }
 
+static void idup_complete(MPI_Request req);
+
 /* req completed (the program's test or wait said so): settled once. */
 static void completed(MPI_Request req) {
     const int i = posted_index(req);
     if (i < 0) return;
+    if (posted[i].clock) idup_complete(req);
     settle(i);
     unpost(i);
 }
@@ -1223,6 +1239,77 @@ int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int d
                 PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm));
 }
 
+/* MPI_Comm_idup and MPI-4's MPI_Comm_idup_with_info: a non-blocking
+ * collective on the parent (begun inside its clock now, finished when its
+ * request completes, as NONBLOCKING_COLLECTIVE's) whose communicator MPI
+ * writes to *newcomm only at completion. Its clock's tag is taken now, in
+ * the parent's creation order like every constructor's; the clock itself
+ * is made as the wait or test that saw the request complete returns, so
+ * before the program can use the communicator (MPI lets it do so only
+ * after that). */
+enum { IDUPS_MAX = 256 };
+typedef struct {
+    MPI_Request req;
+    MPI_Comm* newcomm; /* the program's: MPI writes it at completion */
+    int32_t tag;
+    int complete;
+} idup_t;
+static idup_t idups[IDUPS_MAX];
+static int nidups;
+
+static void idup_complete(MPI_Request req) {
+    for (int i = 0; i < nidups; ++i)
+        if (idups[i].req == req && !idups[i].complete) {
+            idups[i].complete = 1;
+            ++nidups_complete;
+            return;
+        }
+}
+
+static void adopt_idups(void) {
+    for (int i = 0; i < nidups;) {
+        if (!idups[i].complete) {
+            ++i;
+            continue;
+        }
+        const idup_t d = idups[i];
+        idups[i] = idups[--nidups];
+        --nidups_complete;
+        adopt_tagged(*d.newcomm, d.tag);
+    }
+}
+
+#define IDUP(name, comm, newcomm, req, istart)                                                             \
+    do {                                                                                                   \
+        if (!(req) || !(newcomm)) return istart; /* MPI reports it */                                      \
+        weft_drain_clock_t clock_ = clock_of(comm, name);                                                  \
+        if (nidups == IDUPS_MAX) {                                                                         \
+            fprintf(stderr, "weft-mpi rank %d: more than %d MPI_Comm_idup open\n", world_rank, IDUPS_MAX); \
+            abort_job();                                                                                   \
+        }                                                                                                  \
+        CHECK(weft_drain_commit_begin(clock_));                                                            \
+        ENTER();                                                                                           \
+        const int rc_ = (istart);                                                                          \
+        if (rc_ == MPI_SUCCESS) {                                                                          \
+            post_request(*(req), clock_);                                                                  \
+            idups[nidups++] = (idup_t){*(req), (newcomm), next_tag(index_of(comm)), 0};                    \
+        } else {                                                                                           \
+            CHECK(weft_drain_commit_finish(clock_)); /* it never began: nothing to end */                  \
+        }                                                                                                  \
+        LEAVE();                                                                                           \
+        return rc_;                                                                                        \
+    } while (0)
+
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* req) {
+    IDUP("MPI_Comm_idup", comm, newcomm, req, PMPI_Comm_idup(comm, newcomm, req));
+}
+
+#if MPI_VERSION >= 4
+int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm, MPI_Request* req) {
+    IDUP("MPI_Comm_idup_with_info", comm, newcomm, req, PMPI_Comm_idup_with_info(comm, info, newcomm, req));
+}
+#endif
+
 /* MPI may free a communicator with non-blocking collectives still open on
  * it; its clock cannot go before their commits end. So the free waits for
  * them to complete (their requests stay the program's). */
@@ -1358,6 +1445,38 @@ int MPI_Alltoallw(const void* sbuf, const int scounts[], const int sdispls[], co
                PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm));
 }
 
+/* Neighbourhood collectives: every member of a process topology's
+ * communicator calls them (each exchanges with its neighbours only), so
+ * the communicator's clock orders them like any collective. */
+int MPI_Neighbor_allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                           MPI_Comm comm) {
+    COLLECTIVE("MPI_Neighbor_allgather", comm, PMPI_Neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+}
+
+int MPI_Neighbor_allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
+                            const int displs[], MPI_Datatype rtype, MPI_Comm comm) {
+    COLLECTIVE("MPI_Neighbor_allgatherv", comm,
+               PMPI_Neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm));
+}
+
+int MPI_Neighbor_alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                          MPI_Comm comm) {
+    COLLECTIVE("MPI_Neighbor_alltoall", comm, PMPI_Neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+}
+
+int MPI_Neighbor_alltoallv(const void* sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void* rbuf,
+                           const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm) {
+    COLLECTIVE("MPI_Neighbor_alltoallv", comm,
+               PMPI_Neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm));
+}
+
+int MPI_Neighbor_alltoallw(const void* sbuf, const int scounts[], const MPI_Aint sdispls[], const MPI_Datatype stypes[],
+                           void* rbuf, const int rcounts[], const MPI_Aint rdispls[], const MPI_Datatype rtypes[],
+                           MPI_Comm comm) {
+    COLLECTIVE("MPI_Neighbor_alltoallw", comm,
+               PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm));
+}
+
 /* A non-blocking collective: begun inside the clock when it starts, and
  * finished when it completes — at the program's wait or test, or, if a
  * drain comes first, when the drain's progress hook sees it complete (the
@@ -1469,6 +1588,40 @@ int MPI_Iscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op
 int MPI_Iexscan(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                 MPI_Request* req) {
     NONBLOCKING_COLLECTIVE("MPI_Iexscan", comm, req, PMPI_Iexscan(sbuf, rbuf, count, type, op, comm, req));
+}
+
+int MPI_Ineighbor_allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                            MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ineighbor_allgather", comm, req,
+                           PMPI_Ineighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req));
+}
+
+int MPI_Ineighbor_allgatherv(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
+                             const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ineighbor_allgatherv", comm, req,
+                           PMPI_Ineighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req));
+}
+
+int MPI_Ineighbor_alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                           MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE("MPI_Ineighbor_alltoall", comm, req,
+                           PMPI_Ineighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req));
+}
+
+int MPI_Ineighbor_alltoallv(const void* sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void* rbuf,
+                            const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
+                            MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE(
+        "MPI_Ineighbor_alltoallv", comm, req,
+        PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req));
+}
+
+int MPI_Ineighbor_alltoallw(const void* sbuf, const int scounts[], const MPI_Aint sdispls[],
+                            const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const MPI_Aint rdispls[],
+                            const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Request* req) {
+    NONBLOCKING_COLLECTIVE(
+        "MPI_Ineighbor_alltoallw", comm, req,
+        PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req));
 }
 
 /* --------------------------------------------------- point-to-point */
@@ -1715,8 +1868,11 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int 
  *     request already complete, as MPI_Irecv gives;
  *   - a synchronous send: synchronous mode's request, as MPI_Issend gives.
  * MPI never starts the handle then: it stays inactive inside MPI, and
- * active for the program until a wait or test completes its stand-in. */
-enum { PERSISTENT_SEND, PERSISTENT_SSEND, PERSISTENT_RECV };
+ * active for the program until a wait or test completes its stand-in.
+ * MPI-4's persistent collectives (MPI_Allreduce_init ...) are MPI's own
+ * requests too: each start begins a collective inside the communicator's
+ * clock and its completion finishes it, as a non-blocking collective's. */
+enum { PERSISTENT_SEND, PERSISTENT_SSEND, PERSISTENT_RECV, PERSISTENT_COLLECTIVE };
 typedef struct {
     MPI_Request handle;
     int kind;
@@ -1725,11 +1881,13 @@ typedef struct {
     MPI_Datatype type;
     int peer, tag;
     MPI_Comm comm;
-    MPI_Request stand_in; /* MPI_REQUEST_NULL: none */
+    MPI_Request stand_in;     /* MPI_REQUEST_NULL: none */
+    weft_drain_clock_t clock; /* a collective's: its communicator's (NULL once that is freed) */
 } persistent_t;
 static persistent_t** persistents; /* each its own allocation: a waiting thread keeps its pointer */
 static int npersistents, persistents_cap;
-static int nstand_ins; /* stand-ins now: the wait and test calls look for them only then */
+static int nstand_ins;              /* stand-ins now: the wait and test calls look for them only then */
+static int npersistent_collectives; /* MPI_Start looks for them before the gate only when there are some */
 
 static persistent_t* persistent_find(MPI_Request handle) {
     if (handle == MPI_REQUEST_NULL) return NULL;
@@ -1767,12 +1925,13 @@ static int persistent_add(int rc, const MPI_Request* req, int kind, const void* 
         fprintf(stderr, "weft-mpi rank %d: no memory for a persistent request\n", world_rank);
         abort_job();
     }
-    *p = (persistent_t){*req, kind, (void*)buf, count, type, peer, tag, comm, MPI_REQUEST_NULL};
+    *p = (persistent_t){*req, kind, (void*)buf, count, type, peer, tag, comm, MPI_REQUEST_NULL, NULL};
     persistents[npersistents++] = p;
     return rc;
 }
 
 static void persistent_remove(persistent_t* p) {
+    if (p->kind == PERSISTENT_COLLECTIVE) --npersistent_collectives;
     for (int i = 0; i < npersistents; ++i)
         if (persistents[i] == p) {
             persistents[i] = persistents[--npersistents];
@@ -1806,6 +1965,213 @@ int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int 
 }
 int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* req) {
     PERSISTENT_INIT("MPI_Recv_init", PMPI_Recv_init, PERSISTENT_RECV, buf, count, type, source, tag, comm, req);
+}
+
+#if MPI_VERSION >= 4 /* the MPI-4 persistent collectives below */
+/* A persistent collective MPI just made (rc), on the communicator with `clock`. */
+static int persistent_collective_add(int rc, const MPI_Request* req, weft_drain_clock_t clock) {
+    if (rc != MPI_SUCCESS) return rc;
+    persistent_add(rc, req, PERSISTENT_COLLECTIVE, NULL, 0, MPI_DATATYPE_NULL, MPI_PROC_NULL, 0, MPI_COMM_NULL);
+    persistents[npersistents - 1]->clock = clock;
+    ++npersistent_collectives;
+    return rc;
+}
+#endif
+
+/* The collective a freed communicator's persistent requests belonged to is
+ * gone with its clock: a later start is refused (forget). */
+static void persistent_collectives_lose(weft_drain_clock_t clock) {
+    for (int i = 0; i < npersistents; ++i)
+        if (persistents[i]->clock == clock) persistents[i]->clock = NULL;
+}
+
+#define PERSISTENT_COLLECTIVE_INIT(name, comm, req, init)                 \
+    do {                                                                  \
+        if (!(req)) return init; /* MPI reports it */                     \
+        weft_drain_clock_t clock_ = clock_of(comm, name);                 \
+        ENTER();                                                          \
+        const int rc_ = persistent_collective_add((init), (req), clock_); \
+        LEAVE();                                                          \
+        return rc_;                                                       \
+    } while (0)
+
+/* MPI-4 persistent collectives (MPICH 4; Open MPI 4.1 has them only as
+ * MPIX_ extensions, which are not wrapped). */
+#if MPI_VERSION >= 4
+int MPI_Allgather_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                       MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Allgather_init", comm, req,
+                               PMPI_Allgather_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req));
+}
+
+int MPI_Allgatherv_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
+                        const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Allgatherv_init", comm, req,
+        PMPI_Allgatherv_init(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info, req));
+}
+
+int MPI_Allreduce_init(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                       MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Allreduce_init", comm, req,
+                               PMPI_Allreduce_init(sbuf, rbuf, count, type, op, comm, info, req));
+}
+
+int MPI_Alltoall_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                      MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Alltoall_init", comm, req,
+                               PMPI_Alltoall_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req));
+}
+
+int MPI_Alltoallv_init(const void* sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void* rbuf,
+                       const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm, MPI_Info info,
+                       MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Alltoallv_init", comm, req,
+        PMPI_Alltoallv_init(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req));
+}
+
+int MPI_Alltoallw_init(const void* sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[],
+                       void* rbuf, const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
+                       MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Alltoallw_init", comm, req,
+        PMPI_Alltoallw_init(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req));
+}
+
+int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Barrier_init", comm, req, PMPI_Barrier_init(comm, info, req));
+}
+
+int MPI_Bcast_init(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Bcast_init", comm, req, PMPI_Bcast_init(buf, count, type, root, comm, info, req));
+}
+
+int MPI_Exscan_init(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                    MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Exscan_init", comm, req,
+                               PMPI_Exscan_init(sbuf, rbuf, count, type, op, comm, info, req));
+}
+
+int MPI_Gather_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                    int root, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Gather_init", comm, req,
+                               PMPI_Gather_init(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req));
+}
+
+int MPI_Gatherv_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
+                     const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Gatherv_init", comm, req,
+        PMPI_Gatherv_init(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, info, req));
+}
+
+int MPI_Reduce_init(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
+                    MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Reduce_init", comm, req,
+                               PMPI_Reduce_init(sbuf, rbuf, count, type, op, root, comm, info, req));
+}
+
+int MPI_Reduce_scatter_init(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op,
+                            MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Reduce_scatter_init", comm, req,
+                               PMPI_Reduce_scatter_init(sbuf, rbuf, rcounts, type, op, comm, info, req));
+}
+
+int MPI_Reduce_scatter_block_init(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                                  MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Reduce_scatter_block_init", comm, req,
+                               PMPI_Reduce_scatter_block_init(sbuf, rbuf, rcount, type, op, comm, info, req));
+}
+
+int MPI_Scan_init(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Info info,
+                  MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Scan_init", comm, req,
+                               PMPI_Scan_init(sbuf, rbuf, count, type, op, comm, info, req));
+}
+
+int MPI_Scatter_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                     int root, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Scatter_init", comm, req,
+                               PMPI_Scatter_init(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, info, req));
+}
+
+int MPI_Scatterv_init(const void* sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void* rbuf,
+                      int rcount, MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Scatterv_init", comm, req,
+        PMPI_Scatterv_init(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, info, req));
+}
+
+int MPI_Neighbor_allgather_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Neighbor_allgather_init", comm, req,
+                               PMPI_Neighbor_allgather_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req));
+}
+
+int MPI_Neighbor_allgatherv_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int rcounts[],
+                                 const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Info info,
+                                 MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Neighbor_allgatherv_init", comm, req,
+        PMPI_Neighbor_allgatherv_init(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, info, req));
+}
+
+int MPI_Neighbor_alltoall_init(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                               MPI_Datatype rtype, MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT("MPI_Neighbor_alltoall_init", comm, req,
+                               PMPI_Neighbor_alltoall_init(sbuf, scount, stype, rbuf, rcount, rtype, comm, info, req));
+}
+
+int MPI_Neighbor_alltoallv_init(const void* sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                                void* rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
+                                MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Neighbor_alltoallv_init", comm, req,
+        PMPI_Neighbor_alltoallv_init(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, info, req));
+}
+
+int MPI_Neighbor_alltoallw_init(const void* sbuf, const int scounts[], const MPI_Aint sdispls[],
+                                const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const MPI_Aint rdispls[],
+                                const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Info info, MPI_Request* req) {
+    PERSISTENT_COLLECTIVE_INIT(
+        "MPI_Neighbor_alltoallw_init", comm, req,
+        PMPI_Neighbor_alltoallw_init(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, info, req));
+}
+#endif
+
+/* The persistent collective whose handle is `handle`, or NULL. */
+static persistent_t* persistent_collective(MPI_Request handle) {
+    pthread_mutex_lock(&mpi_lock);
+    persistent_t* p = persistent_find(handle);
+    pthread_mutex_unlock(&mpi_lock);
+    return p && p->kind == PERSISTENT_COLLECTIVE ? p : NULL;
+}
+
+/* A persistent collective's start: begun inside its clock before the gate,
+ * as a non-blocking collective's (NONBLOCKING_COLLECTIVE). */
+static int start_collective(persistent_t* p, MPI_Request* req) {
+    pthread_mutex_lock(&mpi_lock);
+    const int active = posted_index(*req) >= 0;
+    pthread_mutex_unlock(&mpi_lock);
+    if (active) {
+        fprintf(stderr, "weft-mpi rank %d: MPI_Start of a persistent collective that is still active\n", world_rank);
+        return MPI_ERR_REQUEST;
+    }
+    if (!p->clock) {
+        fprintf(stderr, "weft-mpi rank %d: MPI_Start of a persistent collective whose communicator was freed\n",
+                world_rank);
+        return MPI_ERR_COMM;
+    }
+    CHECK(weft_drain_commit_begin(p->clock));
+    ENTER();
+    const int rc = PMPI_Start(req);
+    if (rc == MPI_SUCCESS)
+        post_request(*req, p->clock);
+    else
+        CHECK(weft_drain_commit_finish(p->clock)); /* it never began: nothing to end */
+    LEAVE();
+    return rc;
 }
 
 /* One start, under the lock. */
@@ -1843,6 +2209,10 @@ static int start_one(MPI_Request* req) {
 
 int MPI_Start(MPI_Request* req) {
     if (!req) return PMPI_Start(req);
+    if (npersistent_collectives) {
+        persistent_t* p = persistent_collective(*req);
+        if (p) return start_collective(p, req);
+    }
     ENTER();
     const int rc = start_one(req);
     LEAVE();
@@ -1851,6 +2221,11 @@ int MPI_Start(MPI_Request* req) {
 
 int MPI_Startall(int count, MPI_Request reqs[]) {
     if (count < 0 || (count > 0 && !reqs)) return PMPI_Startall(count, reqs); /* MPI reports it */
+    if (npersistent_collectives) { /* a collective's start may wait for a drain before the gate: one by one */
+        int rc = MPI_SUCCESS;
+        for (int i = 0; i < count && rc == MPI_SUCCESS; ++i) rc = MPI_Start(&reqs[i]);
+        return rc;
+    }
     ENTER();
     int rc = MPI_SUCCESS;
     for (int i = 0; i < count && rc == MPI_SUCCESS; ++i) rc = start_one(&reqs[i]);
@@ -2018,12 +2393,62 @@ int MPI_Waitsome(int count, MPI_Request reqs[], int* outcount, int indices[], MP
     return rc;
 }
 
+/* MPICH 4.0 mistreats a persistent collective's request once it is
+ * complete: MPI_Testall answers MPI_ERR_IN_STATUS whenever one is among
+ * its requests (every status MPI_SUCCESS), and MPI_Testsome reports it
+ * complete again at every call instead of as inactive (its MPI_Waitall and
+ * MPI_Test do neither). A wait on such requests therefore gathers the
+ * completions with MPI_Testsome on a copy of the array, each request
+ * taken out of the copy once it has completed. */
+static int has_persistent_collective(int count, const MPI_Request reqs[]) {
+    for (int i = 0; npersistent_collectives && i < count; ++i) {
+        const persistent_t* p = persistent_find(reqs[i]);
+        if (p && p->kind == PERSISTENT_COLLECTIVE) return 1;
+    }
+    return 0;
+}
+
+static int wait_all_by_some(int count, MPI_Request reqs[], MPI_Status sts[], const handles_t* h) {
+    int* indices = malloc((size_t)count * sizeof *indices);
+    MPI_Status* got = malloc((size_t)count * sizeof *got);
+    MPI_Request* open = malloc((size_t)count * sizeof *open);
+    if (!indices || !got || !open) {
+        fprintf(stderr, "weft-mpi rank %d: no memory to wait for %d requests\n", world_rank, count);
+        abort_job();
+    }
+    memcpy(open, reqs, (size_t)count * sizeof *open);
+    int rc;
+    for (;;) {
+        int outcount = 0;
+        rc = PMPI_Testsome(count, open, &outcount, indices, got);
+        if (rc != MPI_SUCCESS || outcount == MPI_UNDEFINED) break; /* MPI_UNDEFINED: none active any more */
+        for (int k = 0; k < outcount; ++k) {
+            const int i = indices[k];
+            reqs[i] = open[i]; /* MPI_REQUEST_NULL, or a persistent request's handle */
+            open[i] = MPI_REQUEST_NULL;
+            if (sts != MPI_STATUSES_IGNORE) sts[i] = got[k];
+            completed_at(h, i);
+        }
+        if (outcount == 0) YIELD();
+    }
+    free(indices);
+    free(got);
+    free(open);
+    return rc;
+}
+
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status sts[]) {
     if (count < 0 || (count > 0 && !reqs)) return PMPI_Waitall(count, reqs, sts); /* MPI reports it */
     ENTER();
     handles_t h;
     handles_save(&h, count, reqs);
     int rc;
+    if (has_persistent_collective(count, h.all)) {
+        rc = wait_all_by_some(count, reqs, sts, &h);
+        handles_done(&h, count, reqs);
+        LEAVE();
+        return rc;
+    }
     for (;;) {
         int done = 0;
         /* Testall frees nothing until every request is complete. */

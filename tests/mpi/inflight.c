@@ -3,7 +3,7 @@
  * come out of the drain's buffer after it, in order, through the wrapped
  * receive and probe calls (run under libweft-mpi only: it raises SIGUSR1).
  *
- *   LD_PRELOAD=libweft-mpi-KIND.so mpiexec -n 3 mpi_inflight [idup]
+ *   LD_PRELOAD=libweft-mpi-KIND.so mpiexec -n 3 mpi_inflight [intercomm]
  *
  * Ranks 0 and 1 split off a communicator of their own. Rank 0 sends N
  * messages to rank 1 on it and asks for a drain (raise(SIGUSR1)); every
@@ -25,8 +25,8 @@
  * only if every rank counted the cartesian creation, MPI_COMM_NULL or
  * not); and a message rank 1 sends itself on MPI_COMM_SELF before the
  * drain and receives after it (buffered: 17 messages in all). With
- * "idup", every rank calls MPI_Comm_idup, refused by a wrapper generated
- * from the MPI's header (mpi/coverage.py).
+ * "intercomm", every rank calls MPI_Intercomm_create, refused by a wrapper
+ * generated from the MPI's header (mpi/coverage.py).
  *
  * Then a second drain, for matched probes and persistent requests: rank 0
  * sends rank 1 M messages on `pair` (the first by MPI_Send, the others by
@@ -42,13 +42,17 @@
  * MPI_Waitall with the first inactive.
  *
  * Then a third drain, with non-blocking collectives open: rank 0 starts an
- * MPI_Ibarrier and an MPI_Iallreduce on the world and an MPI_Ibcast on
- * `pair`, asks for a drain and computes for 2 s without testing them; the
+ * MPI_Ibarrier and an MPI_Iallreduce on the world, an MPI_Ibcast on
+ * `pair`, an MPI_Comm_idup of the world, an MPI_Ineighbor_allgather on a
+ * periodic 1-D MPI_Cart_create of all ranks and, under an MPI-4 library, a
+ * persistent MPI_Bcast_init, asks for a drain and computes for 2 s without
+ * testing them; the
  * others start theirs 1 s later and compute again. The drain can end only
  * once they have completed, and only the drain's own progress can complete
  * them: rank 0 must see the drain's quiescent point before it is back
  * (inflight_test.sh compares the order of its lines), and the results must
- * be right.
+ * be right: the duplicate then carries an Allreduce and the persistent
+ * broadcast is started once more.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -76,13 +80,26 @@ static int check_second(int i, long got, const MPI_Status* st, const char* how) 
 /* The third drain (see the top): non-blocking collectives open through it. */
 static int nonblocking_collectives(int rank, int size, MPI_Comm pair) {
     int bad = 0;
-    long mine = rank + 1, sum = 0, root_says = rank == 0 ? 42 : 0;
-    MPI_Request r[3];
+    long mine = rank + 1, sum = 0, root_says = rank == 0 ? 42 : 0, around[2] = {0, 0};
+    MPI_Comm ring, copy = MPI_COMM_NULL;
+    const int dims[1] = {size}, periods[1] = {1};
+    MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+    enum { OPEN = 5 + (MPI_VERSION >= 4) };
+    MPI_Request r[OPEN];
+#if MPI_VERSION >= 4
+    long persistent_says = rank == 0 ? 7 : 0;
+    MPI_Bcast_init(&persistent_says, 1, MPI_LONG, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &r[5]);
+#endif
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank != 0) nap(1.0);
     MPI_Ibarrier(MPI_COMM_WORLD, &r[0]);
     MPI_Iallreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &r[1]);
     MPI_Ibcast(&root_says, 1, MPI_LONG, 0, pair, &r[2]);
+    MPI_Comm_idup(MPI_COMM_WORLD, &copy, &r[3]);
+    MPI_Ineighbor_allgather(&mine, 1, MPI_LONG, around, 1, MPI_LONG, ring, &r[4]);
+#if MPI_VERSION >= 4
+    MPI_Start(&r[5]);
+#endif
     if (rank == 0) {
         raise(SIGUSR1);
         nap(2.0);
@@ -90,12 +107,38 @@ static int nonblocking_collectives(int rank, int size, MPI_Comm pair) {
     } else {
         nap(1.5);
     }
-    MPI_Status sts[3];
-    MPI_Waitall(3, r, sts);
-    if (sum != (long)size * (size + 1) / 2 || root_says != (rank < 2 ? 42 : 0)) {
-        fprintf(stderr, "inflight: rank %d: MPI_Iallreduce gave %ld, MPI_Ibcast %ld\n", rank, sum, root_says);
+    MPI_Status sts[OPEN];
+    MPI_Waitall(OPEN, r, sts);
+    const long left = (rank + size - 1) % size + 1, right = (rank + 1) % size + 1;
+    if (sum != (long)size * (size + 1) / 2 || root_says != (rank < 2 ? 42 : 0) || around[0] != left ||
+        around[1] != right) {
+        fprintf(stderr, "inflight: rank %d: MPI_Iallreduce gave %ld, MPI_Ibcast %ld, MPI_Ineighbor_allgather %ld %ld\n",
+                rank, sum, root_says, around[0], around[1]);
         bad = 1;
     }
+    long twice = 0; /* the duplicate MPI_Comm_idup made through the drain, in use */
+    MPI_Allreduce(&mine, &twice, 1, MPI_LONG, MPI_SUM, copy);
+    if (twice != sum) {
+        fprintf(stderr, "inflight: rank %d: an Allreduce on the MPI_Comm_idup duplicate gave %ld\n", rank, twice);
+        bad = 1;
+    }
+#if MPI_VERSION >= 4
+    if (persistent_says != 7) {
+        fprintf(stderr, "inflight: rank %d: the persistent MPI_Bcast_init gave %ld\n", rank, persistent_says);
+        bad = 1;
+    }
+    persistent_says = rank == 0 ? 8 : 0; /* started again after the drain */
+    MPI_Start(&r[5]);
+    MPI_Wait(&r[5], &sts[5]);
+    if (persistent_says != 8) {
+        fprintf(stderr, "inflight: rank %d: the persistent MPI_Bcast_init's second start gave %ld\n", rank,
+                persistent_says);
+        bad = 1;
+    }
+    MPI_Request_free(&r[5]);
+#endif
+    MPI_Comm_free(&copy);
+    MPI_Comm_free(&ring);
     return bad;
 }
 
@@ -199,11 +242,10 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm pair;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : 1, rank, &pair);
-    if (argc > 1 && strcmp(argv[1], "idup") == 0) {
-        MPI_Comm copy;
-        MPI_Request r;
-        MPI_Comm_idup(MPI_COMM_WORLD, &copy, &r); /* refused (generated): aborts */
-        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    if (argc > 1 && strcmp(argv[1], "intercomm") == 0) {
+        MPI_Comm inter; /* each rank alone on its side, rank 0 the other side's leader */
+        MPI_Intercomm_create(MPI_COMM_SELF, 0, MPI_COMM_WORLD, rank == 0 ? 1 : 0, 9, &inter); /* refused: aborts */
+        MPI_Comm_free(&inter);
     }
     MPI_Comm cart, dupw;
     const int dims[1] = {size - 1}, periods[1] = {1};

@@ -11,7 +11,7 @@
 #      at a third, non-blocking collectives rank 0 has not tested must be
 #      completed by the drain itself: rank 0's quiescent line comes before
 #      its line "back from computing";
-#   2. with "idup", MPI_Comm_idup (refused by a wrapper generated from
+#   2. with "intercomm", MPI_Intercomm_create (refused by a wrapper generated from
 #      the MPI's header) fails at call time: the job fails and stderr names
 #      the call and the reason.
 set -u
@@ -47,8 +47,8 @@ esac
 [ $failed = 0 ] && echo "ok   non-blocking collectives left untested through a drain completed by it, with the right results"
 [ $failed = 0 ] || { cat "$tmp/run" "$tmp/run.err"; }
 
-for call in Comm_idup; do
-    mode=idup
+for call in Intercomm_create; do
+    mode=intercomm
     mpi_launch "$KIND" "$LAUNCHER" 3 "$LIB" "$tmp/$mode" "$PROG" "$mode"
     rc=$?
     if [ $rc = 0 ] || [ $rc = 124 ]; then

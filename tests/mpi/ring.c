@@ -18,7 +18,16 @@
  * by MPI_Waitall or by MPI_Wait on each, in turn; and an MPI_Iallgather of
  * each step's sum, started at the end of the step and left open through
  * its "compute" (a drain then completes it by itself), completed with the
- * next step's ring exchange. All arithmetic is on unsigned 64-bit integers, so the
+ * next step's ring exchange. On a periodic 1-D MPI_Cart_create of all
+ * ranks, every 4th step an MPI_Neighbor_allgather, and every 8th an
+ * MPI_Ineighbor_alltoall left open through the compute like the
+ * MPI_Iallgather and completed by MPI_Wait at the next step. Every 64th
+ * step an MPI_Comm_idup of the duplicate, open through the compute too,
+ * completed at the next step, used by an Allreduce and freed. Under an
+ * MPI-4 library (MPICH), a persistent collective (MPI_Allreduce_init on
+ * the duplicate) is started every 4th step, open through the compute and
+ * completed at the next step. All
+ * arithmetic is on unsigned 64-bit integers, so the
  * checksum does not depend on the order in which a reduction adds: a run
  * under the layer (which runs collectives in their non-blocking forms)
  * must print exactly the checksum of a run without it.
@@ -58,6 +67,9 @@ int main(int argc, char** argv) {
     MPI_Comm half, twin;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
     MPI_Comm_dup(MPI_COMM_WORLD, &twin);
+    MPI_Comm ring;
+    const int dims[1] = {size}, periods[1] = {1};
+    MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
     MPI_Barrier(MPI_COMM_WORLD); /* every rank past MPI_Init: a signal now finds the layer's handler */
     if (rank == 0) {
         printf("ring: started\n");
@@ -71,11 +83,39 @@ int main(int argc, char** argv) {
     uint64_t* sums_in = calloc((size_t)size, sizeof *sums_in);
     MPI_Request gathered = MPI_REQUEST_NULL; /* the last step's MPI_Iallgather, open across the compute */
     MPI_Request back[2];                     /* persistent: the word that goes the other way round */
+    MPI_Request swapped = MPI_REQUEST_NULL;  /* an MPI_Ineighbor_alltoall, open across the compute */
+    uint64_t to_neighbours[2] = {0, 0}, from_neighbours[2] = {0, 0};
+    MPI_Request duplicated = MPI_REQUEST_NULL; /* an MPI_Comm_idup, open across the compute */
+    MPI_Comm fresh = MPI_COMM_NULL;
+#if MPI_VERSION >= 4
+    uint64_t summed_out = 0, summed_in = 0;
+    MPI_Request summed; /* persistent, started every 4th step and open across the compute */
+    MPI_Allreduce_init(&summed_out, &summed_in, 1, MPI_UINT64_T, MPI_SUM, twin, MPI_INFO_NULL, &summed);
+    int summing = 0;
+#endif
     MPI_Recv_init(&back_in, 1, MPI_UINT64_T, right, 11, twin, &back[0]);
     MPI_Send_init(&back_out, 1, MPI_UINT64_T, left, 11, twin, &back[1]);
     const struct timespec pause = {0, 100000}; /* 0.1 ms of "compute" per step */
 
     for (int s = 0; s < steps; ++s) {
+        if (swapped != MPI_REQUEST_NULL) {
+            MPI_Wait(&swapped, MPI_STATUS_IGNORE);
+            checksum += from_neighbours[0] * 7u + from_neighbours[1] * 13u;
+        }
+#if MPI_VERSION >= 4
+        if (summing) {
+            MPI_Wait(&summed, MPI_STATUS_IGNORE);
+            checksum += summed_in * 11u;
+            summing = 0;
+        }
+#endif
+        if (duplicated != MPI_REQUEST_NULL) {
+            MPI_Wait(&duplicated, MPI_STATUS_IGNORE);
+            uint64_t mine = checksum & 0xffff, all = 0;
+            MPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_SUM, fresh);
+            checksum ^= all << 3;
+            MPI_Comm_free(&fresh);
+        }
         MPI_Request reqs[3];
         MPI_Irecv(in, WIDTH, MPI_UINT64_T, left, s % 7, MPI_COMM_WORLD, &reqs[0]);
         MPI_Isend(field, WIDTH, MPI_UINT64_T, right, s % 7, MPI_COMM_WORLD, &reqs[1]);
@@ -172,11 +212,41 @@ int main(int argc, char** argv) {
             }
             checksum += in_flight;
         }
+        if (s % 4 == 1) {
+            uint64_t around[2] = {0, 0}; /* the left neighbour's, the right's */
+            MPI_Neighbor_allgather(&local, 1, MPI_UINT64_T, around, 1, MPI_UINT64_T, ring);
+            checksum += around[0] * 3u + around[1] * 5u;
+        }
         sum_out = local;
         MPI_Iallgather(&sum_out, 1, MPI_UINT64_T, sums_in, 1, MPI_UINT64_T, MPI_COMM_WORLD, &gathered);
+        if (s % 8 == 2) {
+            to_neighbours[0] = local + 1u;
+            to_neighbours[1] = local * 3u;
+            MPI_Ineighbor_alltoall(to_neighbours, 1, MPI_UINT64_T, from_neighbours, 1, MPI_UINT64_T, ring, &swapped);
+        }
+        if (s % 64 == 40) MPI_Comm_idup(twin, &fresh, &duplicated);
+#if MPI_VERSION >= 4
+        if (s % 4 == 3) {
+            summed_out = local ^ (uint64_t)s;
+            MPI_Start(&summed);
+            summing = 1;
+        }
+#endif
         nanosleep(&pause, NULL);
     }
     MPI_Wait(&gathered, MPI_STATUS_IGNORE);
+#if MPI_VERSION >= 4
+    if (summing) MPI_Wait(&summed, MPI_STATUS_IGNORE);
+    MPI_Request_free(&summed);
+#endif
+    if (swapped != MPI_REQUEST_NULL) {
+        MPI_Wait(&swapped, MPI_STATUS_IGNORE);
+        checksum += from_neighbours[0] * 7u + from_neighbours[1] * 13u;
+    }
+    if (duplicated != MPI_REQUEST_NULL) {
+        MPI_Wait(&duplicated, MPI_STATUS_IGNORE);
+        MPI_Comm_free(&fresh);
+    }
     for (int r = 0; r < size; ++r) checksum += sums_in[r] * (uint64_t)(2 * r + 1);
     free(sums_in);
     uint64_t all = 0;
@@ -186,6 +256,7 @@ int main(int argc, char** argv) {
     MPI_Request_free(&back[1]);
     MPI_Comm_free(&half);
     MPI_Comm_free(&twin);
+    MPI_Comm_free(&ring);
     MPI_Finalize();
     return 0;
 }
