@@ -2273,6 +2273,8 @@ int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Status* st) {
     ENTER();
     const persistent_t* p = stood_in(req);
     const int rc = PMPI_Request_get_status(p ? p->stand_in : req, flag, st);
+    /* An MPI_Comm_idup's communicator may be used once this says complete. */
+    if (rc == MPI_SUCCESS && flag && *flag && nidups) idup_complete(req);
     LEAVE();
     return rc;
 }

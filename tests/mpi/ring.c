@@ -23,7 +23,8 @@
  * MPI_Ineighbor_alltoall left open through the compute like the
  * MPI_Iallgather and completed by MPI_Wait at the next step. Every 64th
  * step an MPI_Comm_idup of the duplicate, open through the compute too,
- * completed at the next step, used by an Allreduce and freed. Under an
+ * seen complete at the next step by MPI_Request_get_status, used by an
+ * Allreduce, then waited for and freed. Under an
  * MPI-4 library (MPICH), a persistent collective (MPI_Allreduce_init on
  * the duplicate) is started every 4th step, open through the compute and
  * completed at the next step. All
@@ -110,10 +111,13 @@ int main(int argc, char** argv) {
         }
 #endif
         if (duplicated != MPI_REQUEST_NULL) {
-            MPI_Wait(&duplicated, MPI_STATUS_IGNORE);
+            /* Complete by MPI_Request_get_status, which frees nothing: the
+             * duplicate may be used then, before the MPI_Wait that frees it. */
+            for (int done = 0; !done;) MPI_Request_get_status(duplicated, &done, MPI_STATUS_IGNORE);
             uint64_t mine = checksum & 0xffff, all = 0;
             MPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_SUM, fresh);
             checksum ^= all << 3;
+            MPI_Wait(&duplicated, MPI_STATUS_IGNORE);
             MPI_Comm_free(&fresh);
         }
         MPI_Request reqs[3];
