@@ -90,12 +90,27 @@ case $TARGET in
     done ;;
     *) fail "TARGET must be ranks or launcher:READY, not '$TARGET'" ;;
 esac
+# How many of the program's ranks run now (by process name: the only job
+# of this test at the time).
+ranks_running() {
+    local n
+    n=$(pgrep -c -x "$(basename "$1" | cut -c1-15)" 2>/dev/null) # prints 0 (and fails) for none
+    echo "${n:-0}"
+}
 r=0
 while kill -0 $job 2>/dev/null; do
     if [ "$TARGET" = ranks ]; then
         pid=$(cat "$tmp/pids/pid.$r" 2>/dev/null)
         r=$(((r + 1) % RANKS))
     else
+        # A launcher whose ranks have begun to exit is tearing down, and Open
+        # MPI's mpirun no longer forwards a signal then: it dies of it (exit
+        # 138, once in a CI rehearsal's LAMMPS run). Signal it only while
+        # every rank runs.
+        if [ "$(ranks_running "$1")" -lt "$RANKS" ]; then
+            sleep 0.05
+            continue
+        fi
         pid=$(launcher_pid $job)
     fi
     [ -n "$pid" ] && kill -USR1 "$pid" 2>/dev/null && signals=$((signals + 1))
