@@ -44,8 +44,8 @@
  * Then a third drain, with non-blocking collectives open: rank 0 starts an
  * MPI_Ibarrier and an MPI_Iallreduce on the world, an MPI_Ibcast on
  * `pair`, an MPI_Comm_idup of the world, an MPI_Ineighbor_allgather on a
- * periodic 1-D MPI_Cart_create of all ranks and, under an MPI-4 library, a
- * persistent MPI_Bcast_init, asks for a drain and computes for 2 s without
+ * periodic 1-D MPI_Cart_create of all ranks and a persistent broadcast
+ * (MPI_Bcast_init, or Open MPI's MPIX_Bcast_init) started, asks for a drain and computes for 2 s without
  * testing them; the
  * others start theirs 1 s later and compute again. The drain can end only
  * once they have completed, and only the drain's own progress can complete
@@ -64,6 +64,7 @@
 #include <time.h>
 
 #include "nap.h"
+#include "persistent.h"
 
 enum { N = 16, M = 8 };
 
@@ -84,11 +85,15 @@ static int nonblocking_collectives(int rank, int size, MPI_Comm pair) {
     MPI_Comm ring, copy = MPI_COMM_NULL;
     const int dims[1] = {size}, periods[1] = {1};
     MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
-    enum { OPEN = 5 + (MPI_VERSION >= 4) };
+#ifdef PERSISTENT_COLLECTIVES
+    enum { OPEN = 6 };
+#else
+    enum { OPEN = 5 };
+#endif
     MPI_Request r[OPEN];
-#if MPI_VERSION >= 4
+#ifdef PERSISTENT_COLLECTIVES
     long persistent_says = rank == 0 ? 7 : 0;
-    MPI_Bcast_init(&persistent_says, 1, MPI_LONG, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &r[5]);
+    BCAST_INIT(&persistent_says, 1, MPI_LONG, 0, MPI_COMM_WORLD, MPI_INFO_NULL, &r[5]);
 #endif
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank != 0) nap(1.0);
@@ -97,7 +102,7 @@ static int nonblocking_collectives(int rank, int size, MPI_Comm pair) {
     MPI_Ibcast(&root_says, 1, MPI_LONG, 0, pair, &r[2]);
     MPI_Comm_idup(MPI_COMM_WORLD, &copy, &r[3]);
     MPI_Ineighbor_allgather(&mine, 1, MPI_LONG, around, 1, MPI_LONG, ring, &r[4]);
-#if MPI_VERSION >= 4
+#ifdef PERSISTENT_COLLECTIVES
     MPI_Start(&r[5]);
 #endif
     if (rank == 0) {
@@ -122,7 +127,7 @@ static int nonblocking_collectives(int rank, int size, MPI_Comm pair) {
         fprintf(stderr, "inflight: rank %d: an Allreduce on the MPI_Comm_idup duplicate gave %ld\n", rank, twice);
         bad = 1;
     }
-#if MPI_VERSION >= 4
+#ifdef PERSISTENT_COLLECTIVES
     if (persistent_says != 7) {
         fprintf(stderr, "inflight: rank %d: the persistent MPI_Bcast_init gave %ld\n", rank, persistent_says);
         bad = 1;

@@ -24,9 +24,9 @@
  * MPI_Iallgather and completed by MPI_Wait at the next step. Every 64th
  * step an MPI_Comm_idup of the duplicate, open through the compute too,
  * seen complete at the next step by MPI_Request_get_status, used by an
- * Allreduce, then waited for and freed. Under an
- * MPI-4 library (MPICH), a persistent collective (MPI_Allreduce_init on
- * the duplicate) is started every 4th step, open through the compute and
+ * Allreduce, then waited for and freed. A persistent collective
+ * (MPI-4's MPI_Allreduce_init under MPICH, Open MPI's MPIX_Allreduce_init;
+ * tests/mpi/persistent.h) on the duplicate is started every 4th step, open through the compute and
  * completed at the next step. All
  * arithmetic is on unsigned 64-bit integers, so the
  * checksum does not depend on the order in which a reduction adds: a run
@@ -46,6 +46,8 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "persistent.h"
 
 enum { WIDTH = 64 };
 
@@ -88,10 +90,10 @@ int main(int argc, char** argv) {
     uint64_t to_neighbours[2] = {0, 0}, from_neighbours[2] = {0, 0};
     MPI_Request duplicated = MPI_REQUEST_NULL; /* an MPI_Comm_idup, open across the compute */
     MPI_Comm fresh = MPI_COMM_NULL;
-#if MPI_VERSION >= 4
+#ifdef PERSISTENT_COLLECTIVES
     uint64_t summed_out = 0, summed_in = 0;
     MPI_Request summed; /* persistent, started every 4th step and open across the compute */
-    MPI_Allreduce_init(&summed_out, &summed_in, 1, MPI_UINT64_T, MPI_SUM, twin, MPI_INFO_NULL, &summed);
+    ALLREDUCE_INIT(&summed_out, &summed_in, 1, MPI_UINT64_T, MPI_SUM, twin, MPI_INFO_NULL, &summed);
     int summing = 0;
 #endif
     MPI_Recv_init(&back_in, 1, MPI_UINT64_T, right, 11, twin, &back[0]);
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
             MPI_Wait(&swapped, MPI_STATUS_IGNORE);
             checksum += from_neighbours[0] * 7u + from_neighbours[1] * 13u;
         }
-#if MPI_VERSION >= 4
+#ifdef PERSISTENT_COLLECTIVES
         if (summing) {
             MPI_Wait(&summed, MPI_STATUS_IGNORE);
             checksum += summed_in * 11u;
@@ -229,7 +231,7 @@ int main(int argc, char** argv) {
             MPI_Ineighbor_alltoall(to_neighbours, 1, MPI_UINT64_T, from_neighbours, 1, MPI_UINT64_T, ring, &swapped);
         }
         if (s % 64 == 40) MPI_Comm_idup(twin, &fresh, &duplicated);
-#if MPI_VERSION >= 4
+#ifdef PERSISTENT_COLLECTIVES
         if (s % 4 == 3) {
             summed_out = local ^ (uint64_t)s;
             MPI_Start(&summed);
@@ -239,7 +241,7 @@ int main(int argc, char** argv) {
         nanosleep(&pause, NULL);
     }
     MPI_Wait(&gathered, MPI_STATUS_IGNORE);
-#if MPI_VERSION >= 4
+#ifdef PERSISTENT_COLLECTIVES
     if (summing) MPI_Wait(&summed, MPI_STATUS_IGNORE);
     MPI_Request_free(&summed);
 #endif
