@@ -171,6 +171,13 @@ namespace {
 
 // Starts a schedule: it owns its request; the first advance runs now.
 Status start(Engine& e, Comm& c, std::unique_ptr<Schedule> s, Request* r, std::vector<Request*>& active) {
+    // Revoked (weft_comm_free's release barrier may start on a revoked
+    // communicator): members that never made it, or failed it, will never
+    // join, and revoke_pending ran before this schedule existed.
+    if (c.revoked) {
+        WEFT_LOG(debug, "collective on communicator %llx: revoked", static_cast<unsigned long long>(c.id));
+        s->fail(WEFT_ERR_REVOKED);
+    }
     // A member already known failed: fail now instead of waiting on it.
     for (uint32_t m : c.members)
         if (e.rt().peer_failed(m)) {
