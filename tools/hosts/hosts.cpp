@@ -153,13 +153,32 @@ bool SimulatedHosts::ip(pid_t ns_pid, const std::vector<std::string>& args) {
     return rc == 0;
 }
 
-bool SimulatedHosts::link_running(pid_t ns_pid, const char* dev) {
-    return in_netns(ns_pid, [&] {
-               const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-               ifreq ifr{};
-               std::strncpy(ifr.ifr_name, dev, IFNAMSIZ - 1);
-               return s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_RUNNING) ? 0 : 1;
-           }) == 0;
+int SimulatedHosts::socket_in(pid_t ns_pid) {
+    // weft-run steps into the namespace and back (its one thread: no other
+    // thread sees it away), instead of forking a child there: see set_link.
+    const std::string ns = "/proc/" + std::to_string(ns_pid) + "/ns/net";
+    const int there = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    const int here = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    int s = -1;
+    if (there >= 0 && here >= 0 && setns(there, CLONE_NEWNET) == 0) {
+        s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (setns(here, CLONE_NEWNET) != 0) {
+            // Left in a host's network: nothing weft-run does after this
+            // would be where it belongs.
+            std::fprintf(stderr, "weft-run: --hosts: cannot return to its own network namespace: %s\n",
+                         std::strerror(errno));
+            _exit(1);
+        }
+    }
+    for (int fd : {there, here})
+        if (fd >= 0) close(fd);
+    return s;
+}
+
+bool SimulatedHosts::link_running(int sock, const char* dev) {
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, dev, IFNAMSIZ - 1);
+    return sock >= 0 && ioctl(sock, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_RUNNING);
 }
 
 bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_tmp, std::string& error) {
@@ -170,6 +189,11 @@ bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_
     switch_ = spawn_holder(CLONE_NEWNET, "", keep_in_tmp);
     if (switch_ < 0) {
         error = std::string("cannot create the switch's network namespace: ") + std::strerror(errno);
+        return false;
+    }
+    switch_sock_ = socket_in(switch_);
+    if (switch_sock_ < 0) {
+        error = std::string("cannot open a socket in the switch's network namespace: ") + std::strerror(errno);
         return false;
     }
     if (!ip(switch_, {"link", "add", "wbr", "type", "bridge"}) || !ip(switch_, {"link", "set", "wbr", "up"})) {
@@ -193,6 +217,12 @@ bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_
                 error = "cannot open " + path + ": " + std::strerror(errno);
                 return false;
             }
+        }
+        hosts_.back().sock = socket_in(host.holder);
+        if (hosts_.back().sock < 0) {
+            error =
+                "cannot open a socket in host " + std::to_string(h) + "'s network namespace: " + std::strerror(errno);
+            return false;
         }
         // One veth: "eth0" in the host, "hH" on the switch's bridge.
         if (!wire(host.holder, "h" + std::to_string(h), address(h))) {
@@ -228,18 +258,21 @@ bool SimulatedHosts::add_head(std::string& error) {
         error = "cannot wire the head to the switch";
         return false;
     }
-    for (int waited_ms = 0; !link_running(head_, "eth0"); waited_ms += 10) {
+    const int sock = socket_in(head_);
+    for (int waited_ms = 0; !link_running(sock, "eth0"); waited_ms += 10) {
         if (waited_ms >= 10000) {
             error = "the head's link did not come up within 10 s";
+            if (sock >= 0) close(sock);
             return false;
         }
         usleep(10000);
     }
+    close(sock);
     return true;
 }
 
 bool SimulatedHosts::await_link(uint32_t h, bool running) {
-    for (int waited_ms = 0; link_running(hosts_[h].holder, "eth0") != running; waited_ms += 10) {
+    for (int waited_ms = 0; link_running(hosts_[h].sock, "eth0") != running; waited_ms += 10) {
         if (waited_ms >= 10000) return false;
         usleep(10000);
     }
@@ -247,9 +280,11 @@ bool SimulatedHosts::await_link(uint32_t h, bool running) {
 }
 
 SimulatedHosts::~SimulatedHosts() {
+    if (switch_sock_ >= 0) close(switch_sock_);
     for (Host& h : hosts_) {
         for (int fd : h.ns)
             if (fd >= 0) close(fd);
+        if (h.sock >= 0) close(h.sock);
         if (h.holder > 0) {
             kill(h.holder, SIGKILL);
             waitpid(h.holder, nullptr, 0);
@@ -299,7 +334,17 @@ bool SimulatedHosts::enter(uint32_t h) const {
 bool SimulatedHosts::set_link(uint32_t h, bool up) {
     // A veth's far end follows at once when it goes down, and once the
     // kernel says so when it comes up (see create()).
-    return ip(switch_, {"link", "set", "h" + std::to_string(h), up ? "up" : "down"}) && await_link(h, up);
+    // Through sockets opened in the namespaces at create(), not `ip` in a
+    // forked child: the fork copies weft-run's address space under its
+    // mmap lock, and with 8 ranks polling on 2 cores that fork once stood
+    // in the kernel (dup_mmap, uninterruptible) until the ranks exited, so
+    // a cut at 2 s took effect after 118 s.
+    ifreq ifr{};
+    const std::string dev = "h" + std::to_string(h);
+    std::strncpy(ifr.ifr_name, dev.c_str(), IFNAMSIZ - 1);
+    if (ioctl(switch_sock_, SIOCGIFFLAGS, &ifr) != 0) return false;
+    ifr.ifr_flags = static_cast<short>(up ? ifr.ifr_flags | IFF_UP : ifr.ifr_flags & ~IFF_UP);
+    return ioctl(switch_sock_, SIOCSIFFLAGS, &ifr) == 0 && await_link(h, up);
 }
 
 std::vector<std::string> tmp_entries_to_keep(const std::vector<std::string>& args) {

@@ -78,13 +78,17 @@ private:
     struct Host {
         pid_t holder = -1;
         int ns[5] = {-1, -1, -1, -1, -1};  // net, uts, mnt, pid, ipc: /proc/HOLDER/ns/*
+        int sock = -1;                     // socket_in(holder): its eth0's state
     };
     static pid_t spawn_holder(int flags, const std::string& hostname, const std::vector<std::string>& keep);
     // Runs `ip args...` inside the network namespace of ns_pid; true if it
     // exits 0 (its stderr goes to weft-run's).
     static bool ip(pid_t ns_pid, const std::vector<std::string>& args);
-    // True if interface `dev` of ns_pid's network namespace is running.
-    static bool link_running(pid_t ns_pid, const char* dev);
+    // A datagram socket in ns_pid's network namespace (-1 on failure): its
+    // ioctls read and set that namespace's interfaces, with no child forked.
+    static int socket_in(pid_t ns_pid);
+    // True if interface `dev` of sock's network namespace is running.
+    static bool link_running(int sock, const char* dev);
     // Waits (10 s at most) until host h's eth0 is running or not; false
     // at the deadline.
     bool await_link(uint32_t h, bool running);
@@ -95,6 +99,7 @@ private:
 
     std::vector<Host> hosts_;
     pid_t switch_ = -1;
+    int switch_sock_ = -1;  // socket_in(switch_): set_link's ioctls
     pid_t head_ = -1;
 };
 
