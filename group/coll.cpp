@@ -177,15 +177,15 @@ Status start(Engine& e, Comm& c, std::unique_ptr<Schedule> s, Request* r, std::v
     if (c.revoked) {
         WEFT_LOG(debug, "collective on communicator %llx: revoked", static_cast<unsigned long long>(c.id));
         s->fail(WEFT_ERR_REVOKED);
-    }
-    // A member already known failed: fail now instead of waiting on it.
-    for (uint32_t m : c.members)
-        if (e.rt().peer_failed(m)) {
-            WEFT_LOG(info, "collective on communicator %llx: job rank %u has failed",
-                     static_cast<unsigned long long>(c.id), m);
-            s->fail(WEFT_ERR_PEER_FAILED);
-            break;
-        }
+    } else
+        // A member already known failed: fail now instead of waiting on it.
+        for (uint32_t m : c.members)
+            if (e.rt().peer_failed(m)) {
+                WEFT_LOG(info, "collective on communicator %llx: job rank %u has failed",
+                         static_cast<unsigned long long>(c.id), m);
+                s->fail(WEFT_ERR_PEER_FAILED);
+                break;
+            }
     r->sched = std::move(s);
     active.push_back(r);
     e.poll();  // advances it (and everything else)

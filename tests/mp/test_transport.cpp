@@ -1,5 +1,6 @@
 // test_transport.cpp — the transport suite every backend must pass, run by
 // ctest under weft-run at 2, 4 and 8 ranks over shm, ucx+shm and ucx+tcp.
+#include "tests/mp/comm_util.hpp"
 #include "tests/mp/mp_main.hpp"
 
 #include <weft/state_window.h>
@@ -68,9 +69,7 @@ TEST(Transport, ConcurrentFetchAddIsExact) {
     // Over UCX's tcp emulation every atomic is a round trip that needs the
     // target's CPU: 8 ranks on 2 cores took 41 s for 2000 rounds. 400 still
     // has every rank contend on every word for thousands of operations.
-    const char* tls = std::getenv("UCX_TLS");
-    const bool oversubscribed_tcp = tls && std::strstr(tls, "tcp") && size > 4;
-    const uint64_t iters = oversubscribed_tcp ? 400 : 2000;
+    const uint64_t iters = slow_fabric() && size > 4 ? 400 : 2000;
     void* base = nullptr;
     weft_window_t w = nullptr;
     WEFT_OK_OR_FAIL(weft_window_allocate(ctx, 64 * size, &base, &w));

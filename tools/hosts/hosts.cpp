@@ -175,10 +175,20 @@ int SimulatedHosts::socket_in(pid_t ns_pid) {
     return s;
 }
 
+namespace {
+
+// Interface dev's flags through sock (its namespace's); false if unknown.
+bool read_flags(int sock, const std::string& dev, ifreq& ifr) {
+    ifr = ifreq{};
+    std::strncpy(ifr.ifr_name, dev.c_str(), IFNAMSIZ - 1);
+    return sock >= 0 && ioctl(sock, SIOCGIFFLAGS, &ifr) == 0;
+}
+
+}  // namespace
+
 bool SimulatedHosts::link_running(int sock, const char* dev) {
-    ifreq ifr{};
-    std::strncpy(ifr.ifr_name, dev, IFNAMSIZ - 1);
-    return sock >= 0 && ioctl(sock, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_RUNNING);
+    ifreq ifr;
+    return read_flags(sock, dev, ifr) && (ifr.ifr_flags & IFF_RUNNING);
 }
 
 bool SimulatedHosts::create(uint32_t k, const std::vector<std::string>& keep_in_tmp, std::string& error) {
@@ -339,10 +349,8 @@ bool SimulatedHosts::set_link(uint32_t h, bool up) {
     // mmap lock, and with 8 ranks polling on 2 cores that fork once stood
     // in the kernel (dup_mmap, uninterruptible) until the ranks exited, so
     // a cut at 2 s took effect after 118 s.
-    ifreq ifr{};
-    const std::string dev = "h" + std::to_string(h);
-    std::strncpy(ifr.ifr_name, dev.c_str(), IFNAMSIZ - 1);
-    if (ioctl(switch_sock_, SIOCGIFFLAGS, &ifr) != 0) return false;
+    ifreq ifr;
+    if (!read_flags(switch_sock_, "h" + std::to_string(h), ifr)) return false;
     ifr.ifr_flags = static_cast<short>(up ? ifr.ifr_flags | IFF_UP : ifr.ifr_flags & ~IFF_UP);
     return ioctl(switch_sock_, SIOCSIFFLAGS, &ifr) == 0 && await_link(h, up);
 }
