@@ -113,6 +113,18 @@ weft_status_t weft_ckpt_flush_wait(weft_context_t ctx, uint64_t generation, uint
     });
 }
 
+weft_status_t weft_ckpt_release(weft_context_t ctx) {
+    Ckpt* c = nullptr;
+    if (Status st = ckpt_of(ctx, c, __func__)) return st;
+    return guarded([&] { return c->transparent().release(ctx); });
+}
+
+weft_status_t weft_ckpt_rebuild(weft_context_t ctx) {
+    Ckpt* c = nullptr;
+    if (Status st = ckpt_of(ctx, c, __func__)) return st;
+    return guarded([&] { return c->transparent().rebuild(); });
+}
+
 weft_status_t weft_ckpt_need(weft_context_t ctx, int* need) {
     Ckpt* c = nullptr;
     if (Status st = ckpt_of(ctx, c, __func__)) return st;

@@ -11,6 +11,7 @@
 
 #include <weft/ckpt.h>
 
+#include "ckpt/transparent.hpp"
 #include "group/snapshot.hpp"
 #include "transport/runtime.hpp"
 
@@ -40,6 +41,8 @@ public:
     // The second directory committed generations are flushed to; empty: none.
     Status set_flush_dir(const std::string& dir);
     Status flush_wait(uint64_t generation, uint64_t timeout_ms, weft_ckpt_flush_info_t& out);
+    // weft_ckpt_release / weft_ckpt_rebuild (transparent.hpp).
+    Transparent& transparent() { return transparent_; }
 
 private:
     struct Region {
@@ -75,6 +78,7 @@ private:
     std::string flush_dir_;             // WEFT_CKPT_FLUSH_DIR or weft_ckpt_flush_dir; empty: no flush
     uint64_t flush_timeout_ns_ = 0;     // WEFT_CKPT_FLUSH_TIMEOUT_S: rank 0's wait for the others' copies
     std::unique_ptr<Flusher> flusher_;  // made at the first flush
+    Transparent transparent_{rt_};      // declared last: stopped first (a held point ends before the rest goes)
 };
 
 }  // namespace weft::ckpt

@@ -146,6 +146,22 @@ void Drain::set_callback(weft_drain_quiescent_fn fn, void* arg) {
     callback_arg_ = arg;
 }
 
+void Drain::set_hold(void (*fn)(void*), void* arg) {
+    std::lock_guard<std::mutex> g(mutex_);
+    hold_fn_ = fn;
+    hold_arg_ = arg;
+}
+
+bool Drain::all_hold(uint64_t number) {
+    // Every HOLD word was written before its rank's QUIESCENT word, which
+    // the barrier saw reach `number` on every rank: read after it, it is
+    // that drain's (no rank can write the next drain's before this one
+    // ended everywhere).
+    for (uint32_t r = 0; r < rt_.size(); ++r)
+        if (load_remote(r, status_off(WEFT_STATE_DRAIN_HOLD)) != number) return false;
+    return true;
+}
+
 void Drain::set_hooks(const weft_drain_hooks_t& h) {
     std::lock_guard<std::mutex> g(mutex_);
     hooks_ = h;
@@ -334,6 +350,10 @@ void Drain::unhold() { held_.reset(); }
 
 // -------------------------------------------------------------- request
 Status Drain::request(uint64_t& number) {
+    if (rt_.released())
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT,
+                         "weft_drain_request: the context's transport was let go "
+                         "(weft_ckpt_release) and did not come back");
     // Any thread, no entry needed: the drain thread does the one-sided
     // part (it holds weft while it does).
     const uint64_t pending = sw_.at(WEFT_STATE_EPOCH_OFF).load(std::memory_order_acquire);
@@ -342,7 +362,8 @@ Status Drain::request(uint64_t& number) {
     uint64_t cur = asked_.load();
     while (cur < number && !asked_.compare_exchange_weak(cur, number)) {
     }
-    if (direct_) {
+    std::lock_guard<std::mutex> held_point(request_mu_);
+    if (direct_ && !holding_) {
         // Every drain thread may be asleep on the futex of its EPOCH word:
         // change each word (a CPU compare-swap max is allowed on shm, where
         // atomics are CPU atomics and every window is mapped here), then
@@ -401,6 +422,18 @@ Status Drain::wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& ou
     return out.status;
 }
 
+bool Drain::finished(uint64_t number) {
+    std::lock_guard<std::mutex> g(mutex_);
+    return results_.count(number) != 0;
+}
+
+Status Drain::failed_since(uint64_t after) {
+    std::lock_guard<std::mutex> g(mutex_);
+    for (auto it = results_.upper_bound(after); it != results_.end(); ++it)
+        if (it->second.status != WEFT_OK) return it->second.status;
+    return WEFT_OK;
+}
+
 Status Drain::profile(uint64_t number, weft_drain_profile_t& out) {
     std::lock_guard<std::mutex> g(mutex_);
     auto it = profiles_.find(number);
@@ -428,7 +461,8 @@ void Drain::run() {
             sent_request_ = asked;
         }
         const uint64_t req = sw_.at(WEFT_STATE_EPOCH_OFF).load(std::memory_order_acquire);
-        if (req > completed_) {
+        // Released and never rebuilt (abandoned): no fabric to drain over.
+        if (req > completed_ && !rt_.released()) {
             run_drain(completed_ + 1);
             continue;
         }
@@ -950,12 +984,15 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
     publish(WEFT_STATE_DRAIN_BUFFERED, res.buffered_messages);
     weft_drain_quiescent_fn fn;
     void* arg;
+    bool hold_asked;
     {
         std::lock_guard<std::mutex> g(mutex_);
         fn = callback_;
         arg = callback_arg_;
+        hold_asked = hold_fn_ != nullptr;
     }
     if (fn) fn(arg, &res);
+    publish(WEFT_STATE_DRAIN_HOLD, hold_asked ? number : 0);
     // A test kills a rank here: its callback ran, but it never says so.
     WEFT_FAULT_POINT("drain.quiescent.barrier");
     publish(WEFT_STATE_DRAIN_QUIESCENT, number);
@@ -988,12 +1025,34 @@ Drain::Code Drain::quiescent_barrier(uint64_t number, weft_drain_result_t& res) 
         if (all) {
             prof_.barrier_ns = now_ns();
             res.job_buffered_messages = buffered;
+            if (hold_asked && all_hold(number)) run_hold(number);
             return p2p_done;
         }
         if (const Code why = must_end(); why != undecided) return why;
         if (needs_progress_) port_.poll();
         idle.pause();
     }
+}
+
+void Drain::run_hold(uint64_t number) {
+    void (*fn)(void*);
+    void* arg;
+    {
+        std::lock_guard<std::mutex> g(mutex_);
+        fn = hold_fn_;
+        arg = hold_arg_;
+        hold_fn_ = nullptr;  // served: a later drain is an ordinary one
+    }
+    WEFT_LOG(debug, "drain %llu: every rank holds its quiescent point", static_cast<unsigned long long>(number));
+    {
+        std::lock_guard<std::mutex> g(request_mu_);
+        holding_ = true;
+    }
+    // Withdrawn meanwhile (a failed release on this rank): every rank
+    // still holds, and the others' work finds this one gone and fails.
+    if (fn) fn(arg);
+    std::lock_guard<std::mutex> g(request_mu_);
+    holding_ = false;
 }
 
 // Why an attempt did not converge, as far as this rank can tell: its

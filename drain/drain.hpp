@@ -31,10 +31,25 @@ public:
     Status request(uint64_t& number);
     // Outside weft (no entry held).
     Status wait(uint64_t number, uint64_t timeout_ms, weft_drain_result_t& out);
+    // The first drain numbered above `after` that finished here without
+    // reaching its quiescent point (its status), or WEFT_OK; never waits.
+    Status failed_since(uint64_t after);
+    // Whether drain `number` has finished here; never waits.
+    bool finished(uint64_t number);
+    // The highest drain number started here.
+    uint64_t started() const { return started_.load(std::memory_order_acquire); }
     // Any thread: the profile of a finished drain (drain.h).
     Status profile(uint64_t number, weft_drain_profile_t& out);
     void set_callback(weft_drain_quiescent_fn fn, void* arg);
     void set_hooks(const weft_drain_hooks_t& h);
+    // A held quiescent point (weft_ckpt_release, ckpt/transparent.cpp):
+    // `fn(arg)` runs on the drain thread, holding weft, at the quiescent
+    // point of the first drain whose every rank had asked for it when it
+    // got there (each says so in its HOLD word before its QUIESCENT word;
+    // every rank reads the same words, so all hold or none does). Until
+    // fn returns no application thread enters weft on this rank. One
+    // request at a time, any thread; fn null withdraws it.
+    void set_hold(void (*fn)(void*), void* arg);
 
 private:
     // Outcomes of an attempt, settled in the decision word. failed: the
@@ -182,7 +197,16 @@ private:
     std::map<uint64_t, weft_drain_profile_t> profiles_;
     weft_drain_quiescent_fn callback_ = nullptr;
     void* callback_arg_ = nullptr;
-    weft_drain_hooks_t hooks_{};  // an external stack's (under mutex_; copied per use)
+    weft_drain_hooks_t hooks_{};        // an external stack's (under mutex_; copied per use)
+    void (*hold_fn_)(void*) = nullptr;  // set_hold (under mutex_)
+    void* hold_arg_ = nullptr;
+    // Whether every rank asked to hold drain `number` (after its quiescent barrier).
+    bool all_hold(uint64_t number);
+    void run_hold(uint64_t number);
+    // While a held quiescent point runs, request() leaves peers' words
+    // alone (they may be unmapped): the drain thread sends it afterwards.
+    std::mutex request_mu_;
+    bool holding_ = false;  // under request_mu_
     weft_drain_hooks_t hooks();
     // Progress for weft and the external stack (holding weft).
     uint32_t progress_all();

@@ -478,6 +478,11 @@ namespace {
 // Runtime::finalize, after its barrier, before the state window goes: the
 // detector stops beating (peers see `finalized` and do not suspect us).
 void stop_detector(void* arg) { static_cast<Layer*>(arg)->detector->stop(); }
+// weft_ckpt_release / _rebuild: the detector's thread is the layer's only
+// user of the fabric that runs by itself (the progress thread waits at the
+// closed gate).
+void pause_detector(void* arg) { static_cast<Layer*>(arg)->detector->pause(); }
+void resume_detector(void* arg) { static_cast<Layer*>(arg)->detector->resume(); }
 
 void progress_loop(Layer* l) {
     Runtime& rt = l->engine->rt();
@@ -547,7 +552,8 @@ Status attach(Runtime& rt, bool multi_threaded) {
     layer->pgroups = std::make_unique<ProcessGroups>(*layer->engine);
     st = layer->pgroups->init();
     if (st != WEFT_OK) return st;
-    st = rt.add_layer(group_layer, layer.get(), {.on_teardown = stop_detector});
+    st = rt.add_layer(group_layer, layer.get(),
+                      {.on_teardown = stop_detector, .on_release = pause_detector, .on_rebuild = resume_detector});
     if (st != WEFT_OK) return st;
     const bool thread = env_u64("WEFT_PROGRESS_THREAD", 0) != 0;
     rt.set_multi_threaded(multi_threaded || thread);

@@ -133,7 +133,7 @@ void Detector::stop() {
         std::lock_guard<std::mutex> g(mu_);
         if (stop_) return;
         stop_ = true;
-        relay_on_stop_ = observing_;
+        relay_on_stop_ = observing_ && !paused_;  // paused: released, no window to relay into
         observing_ = false;
     }
     cv_.notify_all();
@@ -157,6 +157,27 @@ void Detector::quiesce() {
                  static_cast<unsigned long long>(limit.count() / ms));
 }
 
+void Detector::pause() {
+    quiesce();
+    std::lock_guard<std::mutex> g(mu_);
+    // The thread holds mu_ except while it sleeps: from here it is asleep
+    // or waiting for the lock, and wakes to find itself paused.
+    paused_ = true;
+}
+
+void Detector::resume() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (mode_ == Mode::channel) channel_ = rt_.backend().observer_channel(*sw_);
+        for (Obs& o : obs_) o.silent_ns = 0;
+        last_tick_ = now_ns();
+        next_observe_ = last_tick_ + cfg_.period_ns;
+        quiesced_ = false;
+        paused_ = false;
+    }
+    cv_.notify_all();
+}
+
 void Detector::on_declared(void* arg, uint32_t) {
     // Any thread (the pidfd monitor, ours, the application's): wake the
     // detector thread to relay at once. notify without the lock: the
@@ -178,6 +199,11 @@ void Detector::run() {
     uint64_t beat = 0, next_beat = 0;
     std::unique_lock<std::mutex> lk(mu_);
     while (!stop_) {
+        if (paused_) {
+            // Ends: resume() or stop() (finalize) clears it.
+            cv_.wait(lk, [&] { return stop_ || !paused_; });
+            continue;
+        }
         const uint64_t now = now_ns();
         if (now >= next_beat) {
             // Owner-store word: only we write it, peers read it.
@@ -210,7 +236,7 @@ void Detector::run() {
 uint32_t Detector::on_progress() {
     if (mode_ != Mode::progress) return 0;
     std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
-    if (!lk.owns_lock() || !observing_) return 0;
+    if (!lk.owns_lock() || !observing_ || paused_) return 0;
     const uint64_t now = now_ns();
     tick(now, now >= next_observe_);
     return 0;

@@ -65,6 +65,12 @@ public:
     // most one heartbeat timeout. The thread goes on beating, serving and
     // relaying until stop().
     void quiesce();
+    // Transparent checkpointing (Runtime's on_release/on_rebuild): pause
+    // leaves the thread asleep, touching neither windows nor the channel,
+    // until resume, which takes the rebuilt backend's channel and forgets
+    // the silence it did not observe.
+    void pause();
+    void resume();
 
     const DetectorConfig& config() const { return cfg_; }
     // thread: the detector thread reads mapped windows with CPU atomics;
@@ -104,6 +110,7 @@ private:
     std::condition_variable cv_;
     bool stop_ = false, observing_ = false, relay_on_stop_ = false;
     bool quiesce_wanted_ = false, quiesced_ = false;  // quiesce()'s request to the thread, and its answer
+    bool paused_ = false;                             // pause() .. resume()
     std::atomic<bool> kick_{false};
     // Observation state per peer (under mu_).
     struct Obs {

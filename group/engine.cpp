@@ -39,6 +39,9 @@ Request* Engine::request_of(weft_request_t handle) {
 }
 
 void Engine::shutdown() {
+    // Released (weft_ckpt_release, never rebuilt): there is no fabric to
+    // finish anything over, and the peers are in the same state.
+    if (rt_.released()) return;
     // The frees the program asked for finish first (bounded by the
     // operation timeout). Their release barriers need this rank's
     // messages, and after a failure the transport's finalize barrier no

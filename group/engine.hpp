@@ -76,7 +76,9 @@ public:
                 continue;
             }
             if (done()) break;
-            if ((spins & 31) == 31 && d.passed()) return false;
+            // An abandoned transport (weft_ckpt_release that did not come
+            // back) ends every wait as its deadline would.
+            if ((spins & 31) == 31 && (d.passed() || rt_.released())) return false;
             pause(backoff);
         }
         return true;

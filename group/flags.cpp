@@ -127,6 +127,9 @@ Status Collectives::await_word(const Comm& c, uint64_t* word, uint64_t epoch) {
         }
         for (uint32_t m : c.members)
             if (rt_.peer_failed(m)) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "collective: job rank %u has failed", m);
+        if (rt_.released())
+            return WEFT_FAIL(WEFT_ERR_TRANSPORT, "collective on communicator %llx: the transport was abandoned",
+                             static_cast<unsigned long long>(c.id));
         if (d.passed())
             return WEFT_FAIL(WEFT_ERR_TIMEOUT, "collective on communicator %llx: a peer did not arrive in time",
                              static_cast<unsigned long long>(c.id));

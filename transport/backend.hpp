@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace weft {
@@ -189,7 +190,34 @@ public:
         (void)peer, (void)addr, (void)key, (void)key_len, (void)src, (void)len;
         return WEFT_ERR_UNSUPPORTED;
     }
+
+    // Transparent checkpointing (weft_ckpt_release/_rebuild, docs/checkpoint.md).
+    // The runtime calls these with weft held and nothing in transit (it
+    // quiesced the job first), `windows` the live windows in creation order.
+    // release: every fabric resource goes — peers' mappings, this process's
+    // segment or registrations, endpoints, workers, devices — and each
+    // window's local memory stays where it was, with its contents, as
+    // private memory of this process; w.ops answers BUSY until the rebuild.
+    // rebuild: collective over the job; the resources come back and each
+    // window is reachable again with its memory at the same local address
+    // (w.remote refilled, w.ops bound again). Between the two the backend
+    // is called for nothing else. A backend that cannot says why here:
+    virtual bool can_release(std::string& why) const {
+        why = std::string(name()) + " cannot release its resources yet";
+        return false;
+    }
+    virtual Status release(std::span<weft_window* const> windows) {
+        (void)windows;
+        return WEFT_ERR_UNSUPPORTED;
+    }
+    virtual Status rebuild(std::span<weft_window* const> windows) {
+        (void)windows;
+        return WEFT_ERR_UNSUPPORTED;
+    }
 };
+
+// What a released window's operations answer (backends bind it at release).
+extern const RmaOps released_ops;
 
 // Constructs B(rt) and runs its init(); `out` is set only on success.
 template <typename B>

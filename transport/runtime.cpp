@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <chrono>
 #include <iterator>
+#include <thread>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -81,15 +83,7 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     st = create_state_window();
     if (st != WEFT_OK) return st;
 
-    std::vector<std::pair<uint32_t, int32_t>> local;
-    for (uint32_t p = 0; p < peers_.size(); ++p)
-        if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
-    // WEFT_PIDFD_MONITOR=0 leaves failure detection to the transport alone,
-    // as for peers on other hosts (tests of the verbs QP-error path use it);
-    // the pidfds are still opened, for fencing.
-    const bool watch = env_u64("WEFT_PIDFD_MONITOR", 1) != 0;
-    monitor_.start(
-        local, [this](uint32_t p) { declare_failed(p, "process exited"); }, watch);
+    start_monitor();
     const std::string fence = env_string("WEFT_FT_FENCE", "kill");
     if (fence != "kill" && fence != "drop")
         WEFT_LOG(warn, "WEFT_FT_FENCE=%s: expected kill or drop; kill", fence.c_str());
@@ -106,7 +100,19 @@ Status Runtime::init(const std::function<Status()>& before_ready) {
     return WEFT_OK;
 }
 
-Status Runtime::exchange_identities() {
+void Runtime::start_monitor() {
+    std::vector<std::pair<uint32_t, int32_t>> local;
+    for (uint32_t p = 0; p < peers_.size(); ++p)
+        if (p != rank_ && peers_[p].same_host) local.emplace_back(p, peers_[p].pid);
+    // WEFT_PIDFD_MONITOR=0 leaves failure detection to the transport alone,
+    // as for peers on other hosts (tests of the verbs QP-error path use it);
+    // the pidfds are still opened, for fencing.
+    const bool watch = env_u64("WEFT_PIDFD_MONITOR", 1) != 0;
+    monitor_.start(
+        local, [this](uint32_t p) { declare_failed(p, "process exited"); }, watch);
+}
+
+Status Runtime::exchange_identities(bool rebuilding) {
     std::string host = host_identity();
     std::vector<uint8_t> mine;
     wire::put_u32(mine, job_);
@@ -121,6 +127,24 @@ Status Runtime::exchange_identities() {
 
     uint32_t n = bootstrap_->universe_size();
     uint32_t base = bootstrap_->universe_index(job_, 0);
+    if (rebuilding) {
+        // The same processes, restored: only a pid may differ (a
+        // checkpointer that restores under new pids), never who is where.
+        for (uint32_t u = 0; u < n; ++u) {
+            const auto& b = all[u];
+            if (b.size() < 14 || b.size() != 14u + wire::get_u16(b.data() + 12))
+                return WEFT_FAIL(WEFT_ERR_PROTOCOL, "identity record %u is corrupted", u);
+            PeerInfo& info = peers_[universe_to_peer_[u]];
+            const std::string h(reinterpret_cast<const char*>(b.data() + 14), b.size() - 14);
+            if (wire::get_u32(b.data()) != info.job || wire::get_u32(b.data() + 4) != info.rank || h != info.host)
+                return WEFT_FAIL(WEFT_ERR_PROTOCOL,
+                                 "rebuild: universe index %u is job %u rank %u on %s, was job %u rank %u on %s", u,
+                                 wire::get_u32(b.data()), wire::get_u32(b.data() + 4), h.c_str(), info.job, info.rank,
+                                 info.host.c_str());
+            info.pid = static_cast<int32_t>(wire::get_u32(b.data() + 8));
+        }
+        return WEFT_OK;
+    }
     peers_.assign(n, PeerInfo{});
     universe_to_peer_.assign(n, 0);
     // Peer order: this job's ranks first (peer == rank), then the others in
@@ -212,6 +236,29 @@ Status Runtime::create_state_window() {
 
 Status Runtime::finalize() {
     if (!initialized_) return WEFT_ERR_NOT_INITIALIZED;
+    if (released_) {
+        // Finalized without a rebuild: no fabric, no launcher connection,
+        // nothing to say to anyone; the local state goes.
+        WEFT_LOG(info, "finalize: the context is released (weft_ckpt_release without a rebuild): local teardown only");
+        report_held_at_finalize();
+        for_each_layer([](LayerEntry& l) {
+            if (l.hooks.on_teardown) l.hooks.on_teardown(l.self);
+        });
+        Backend& owner = parked_backend_ ? *parked_backend_ : *backend_;
+        for (auto& w : windows_) {
+            if (w->magic == weft_window::live_magic) {
+                owner.window_destroy(*w);
+                w->magic = weft_window::dead_magic;
+            }
+        }
+        state_window_ = nullptr;
+        backend_.reset();
+        parked_backend_.reset();
+        bootstrap_.reset();
+        initialized_ = false;
+        released_ = false;
+        return WEFT_OK;
+    }
     // Everything this rank still has to say goes out before the barrier,
     // while every live peer of the job is sure to be there: after it, peers
     // exit whenever they like, and a flush or send to one that has gone
@@ -496,7 +543,9 @@ void Runtime::deliver_am(uint32_t source_peer, uint32_t id, const void* payload,
 uint32_t Runtime::progress() {
     // Early messages whose handler has come go before anything new.
     uint32_t n = __builtin_expect(held_ready_, 0) ? deliver_held() : 0;
-    n += backend_->progress();
+    const uint32_t arrived = backend_->progress();
+    arrivals_ += arrived;
+    n += arrived;
     if (__builtin_expect(failures_declared_.load(std::memory_order_relaxed) != failures_dispatched_, 0))
         n += dispatch_failures();
     // A hook may send, and a send may progress (a full ring): never nest.
@@ -548,6 +597,164 @@ Status Runtime::window_free(weft_window* w) {
     w->magic = weft_window::dead_magic;  // keep the shell: later calls get NOT_INITIALIZED
     if (st != WEFT_OK) return st;
     if (bst != WEFT_OK) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "window free: a peer did not reach the barrier");
+    return WEFT_OK;
+}
+
+// ------------------------------------------------ transparent checkpointing
+namespace {
+Status released_op(const char* what) {
+    return WEFT_FAIL(WEFT_ERR_BUSY, "%s on a window of a released context (weft_ckpt_release without a rebuild)", what);
+}
+}  // namespace
+
+const RmaOps released_ops{
+    [](weft_window*, uint32_t, uint64_t, const void*, size_t) { return released_op("put"); },
+    [](weft_window*, uint32_t, uint64_t, void*, size_t) { return released_op("get"); },
+    [](weft_window*, uint32_t, uint64_t, uint64_t, uint64_t*) { return released_op("fetch-add"); },
+    [](weft_window*, uint32_t, uint64_t, uint64_t, uint64_t, uint64_t*) { return released_op("compare-swap"); },
+    [](weft_window*, uint32_t, uint64_t, uint64_t, uint64_t*) { return released_op("swap"); },
+};
+
+// What a context has for a backend once abandon() parked the real one:
+// every operation fails (and says why, once), nothing arrives.
+class AbandonedBackend final : public Backend {
+public:
+    explicit AbandonedBackend(const char* was) : was_(was) {}
+    const char* name() const override { return "abandoned"; }
+    void query_caps(weft_caps_t& c) const override {
+        c = weft_caps_t{};
+        c.transport = "abandoned";
+    }
+    InternalCaps internal_caps() const override { return {}; }
+    Status window_create(weft_window&, bool, void*, size_t) override { return fail("window creation"); }
+    void window_destroy(weft_window&) override {}
+    Status flush(weft_window&, uint32_t) override { return fail("flush"); }
+    size_t am_eager_limit() const override { return 0; }
+    Status am_send(uint32_t, uint32_t, const void*, size_t) override { return fail("a message"); }
+    uint32_t progress() override { return 0; }
+    void wait_for_event(uint64_t timeout_ns) override {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(timeout_ns, 1000000)));
+    }
+    void wake() override {}
+
+private:
+    Status fail(const char* what) {
+        if (!said_) {
+            said_ = true;
+            return WEFT_FAIL(WEFT_ERR_TRANSPORT,
+                             "%s on a context whose %s transport did not come back from weft_ckpt_release (only "
+                             "weft_finalize is left)",
+                             what, was_.c_str());
+        }
+        return WEFT_ERR_TRANSPORT;
+    }
+    std::string was_;
+    bool said_ = false;
+};
+
+void Runtime::abandon() {
+    for (weft_window* w : live_windows()) w->ops = &released_ops;
+    monitor_.stop();
+    bootstrap_->set_progress(nullptr);
+    bootstrap_->release();
+    if (!parked_backend_) {
+        parked_backend_ = std::move(backend_);
+        backend_ = std::make_unique<AbandonedBackend>(parked_backend_->name());
+    }
+    released_ = true;
+    WEFT_LOG(error, "the %s transport is abandoned: every operation of this context fails from now on",
+             parked_backend_->name());
+}
+
+std::vector<weft_window*> Runtime::live_windows() const {
+    std::vector<weft_window*> live;
+    for (const auto& w : windows_)
+        if (w->magic == weft_window::live_magic) live.push_back(w.get());
+    return live;
+}
+
+bool Runtime::can_release(std::string& why) const {
+    if (bootstrap_->job_sizes().size() != 1) {
+        why = "the launch has several jobs (a release is collective over one job)";
+        return false;
+    }
+    return bootstrap_->can_release(why) && backend_->can_release(why);
+}
+
+// Rounds until one in which nothing arrived anywhere: each rank completes
+// what it wrote (windows flushed), takes in and handles whatever has
+// arrived (a handler may send: its message is taken in next round), then
+// all-gathers how much arrived since its last contribution (what arrives
+// while the all-gather waits counts for the next round). A round of zeros
+// everywhere: every message sent before it was taken in, and nothing was
+// sent after, so nothing is in transit. This holds where a message sent is
+// in the receiver's memory when the send returns (shm's rings); a backend
+// whose sends complete later must complete them in flush before it can
+// release.
+Status Runtime::quiesce() {
+    const Deadline d = op_deadline();
+    uint64_t mark = arrivals_;
+    for (uint32_t round = 1;; ++round) {
+        for (weft_window* w : live_windows())
+            if (Status st = backend_->flush(*w, WEFT_RANK_ALL); st != WEFT_OK)
+                return WEFT_FAIL(st, "release: a window flush failed");
+        while (progress() > 0 && !d.passed()) {
+        }
+        const uint64_t seen = arrivals_ - mark;
+        mark += seen;
+        std::vector<uint8_t> mine;
+        wire::put_u32(mine, static_cast<uint32_t>(std::min<uint64_t>(seen, UINT32_MAX)));
+        std::vector<std::vector<uint8_t>> all;
+        if (Status st = bootstrap_->exchange(wire::Scope::job, mine, all, d); st != WEFT_OK)
+            return WEFT_FAIL(st, "release: the job could not quiesce");
+        uint64_t total = 0;
+        for (const auto& b : all) total += b.size() == 4 ? wire::get_u32(b.data()) : 1;
+        if (total == 0) {
+            WEFT_LOG(debug, "release: quiet after %u round(s)", round);
+            return WEFT_OK;
+        }
+        if (d.passed()) return WEFT_FAIL(WEFT_ERR_TIMEOUT, "release: the job did not quiesce (%u rounds)", round);
+    }
+}
+
+Status Runtime::release() {
+    if (released_) return WEFT_FAIL(WEFT_ERR_BUSY, "weft_ckpt_release: the context is released already");
+    std::string why;
+    if (!can_release(why)) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "weft_ckpt_release: %s", why.c_str());
+    if (Status st = quiesce(); st != WEFT_OK) return st;
+    for_each_layer([](LayerEntry& l) {
+        if (l.hooks.on_release) l.hooks.on_release(l.self);
+    });
+    monitor_.stop();
+    bootstrap_->set_progress(nullptr);
+    const std::vector<weft_window*> live = live_windows();
+    Status st = backend_->release(live);
+    bootstrap_->release();
+    // Whatever the backend managed, its resources are in no state to be
+    // used: only a rebuild (or finalize) comes next.
+    released_ = true;
+    if (st != WEFT_OK)
+        return WEFT_FAIL(st, "weft_ckpt_release: the %s backend could not let go of everything", backend_->name());
+    WEFT_LOG(debug, "released: %zu window(s) kept in private memory, no fabric resource held", live.size());
+    return WEFT_OK;
+}
+
+Status Runtime::rebuild() {
+    if (!released_) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_ckpt_rebuild: the context is not released");
+    const Deadline d = op_deadline();
+    if (Status st = bootstrap_->reconnect(d); st != WEFT_OK)
+        return WEFT_FAIL(st, "weft_ckpt_rebuild: the launcher connection did not come back");
+    if (Status st = exchange_identities(true); st != WEFT_OK) return st;
+    if (Status st = backend_->rebuild(live_windows()); st != WEFT_OK)
+        return WEFT_FAIL(st, "weft_ckpt_rebuild: the %s backend did not come back", backend_->name());
+    bootstrap_->set_progress([this] { progress(); });
+    start_monitor();
+    released_ = false;
+    for_each_layer([](LayerEntry& l) {
+        if (l.hooks.on_rebuild) l.hooks.on_rebuild(l.self);
+    });
+    if (Status st = bootstrap_->barrier(op_deadline()); st != WEFT_OK)
+        return WEFT_FAIL(st, "weft_ckpt_rebuild: the closing barrier failed");
     return WEFT_OK;
 }
 

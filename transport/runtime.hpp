@@ -95,6 +95,10 @@ public:
     //                non-blocking; it must not call into the runtime.
     //   on_teardown  finalize, after its last barrier and before the
     //                windows go (a detector stops beating into them there).
+    //   on_release   release(), on the thread holding weft, once the job is
+    //                quiet and before the backend lets go: a layer stops
+    //                what would touch the fabric by itself (a thread).
+    //   on_rebuild   rebuild(), once the backend is back: it starts again.
     // Any hook may be null. A layer registers once per key, during init
     // (on the application thread), and removes itself before its state
     // goes; the entries are kept in a fixed array so on_declared can run
@@ -105,6 +109,8 @@ public:
         void (*on_peer_gone)(void* self, uint32_t peer, bool departed) = nullptr;
         void (*on_declared)(void* self, uint32_t peer) = nullptr;
         void (*on_teardown)(void* self) = nullptr;
+        void (*on_release)(void* self) = nullptr;
+        void (*on_rebuild)(void* self) = nullptr;
     };
     // Names a layer's state, and gives it back typed: each layer defines
     // one `inline constexpr LayerKey<ItsState> key{"name"}`.
@@ -157,6 +163,30 @@ public:
     uint32_t progress();
     Status wait(uint64_t timeout_ns);
 
+    // ------------------------------------------- transparent checkpointing
+    // weft_ckpt_release/_rebuild (docs/checkpoint.md), run by the thread
+    // that holds weft at a drain's quiescent point (ckpt/), on every rank.
+    // can_release: whether this context can (the same answer on every
+    // rank; why says what stops it). release: collective; the job is
+    // quiesced (everything sent has arrived and been handled, on every
+    // rank), the layers stop what would touch the fabric (on_release), the
+    // pidfd monitor stops, the backend lets go of every fabric resource and
+    // the bootstrap of its connection; a failure before that changes
+    // nothing. rebuild: collective; the connection, the peers' pids, the
+    // backend with every window at its old address, the monitor, the
+    // layers (on_rebuild), then a barrier.
+    bool can_release(std::string& why) const;
+    Status release();
+    Status rebuild();
+    // Any thread: released, or abandoned.
+    bool released() const { return released_.load(std::memory_order_acquire); }
+    // After a failed release or rebuild: the backend is parked (kept, with
+    // whatever it still holds, until finalize) and a stand-in that fails
+    // every operation takes its place, so that the job's threads get errors
+    // instead of waiting for a fabric that will not come back. Only
+    // finalize (local) is left.
+    void abandon();
+
     // ------------------------------------------------------------ windows
     Status window_create(bool allocate, void* base, size_t size, weft_window*& out);
     Status window_free(weft_window* w);
@@ -165,7 +195,11 @@ public:
     std::vector<std::unique_ptr<weft_window>> take_window_shells() { return std::move(windows_); }
 
 private:
-    Status exchange_identities();
+    // rebuilding: the peers are the same processes, maybe with new pids.
+    Status exchange_identities(bool rebuilding = false);
+    Status quiesce();
+    void start_monitor();
+    std::vector<weft_window*> live_windows() const;
     Status choose_backend();
     Status create_state_window();
     uint32_t dispatch_failures();
@@ -257,6 +291,9 @@ private:
     weft_window* state_window_ = nullptr;
     std::vector<std::unique_ptr<weft_window>> windows_;  // live and tombstoned
     bool initialized_ = false;
+    std::atomic<bool> released_{false};        // release() done, rebuild() not yet (or abandon())
+    std::unique_ptr<Backend> parked_backend_;  // abandon()
+    uint64_t arrivals_ = 0;                    // what backend progress delivered, ever (quiesce() counts it)
 };
 
 // Every C entry point holds one for its whole call: it passes the entry

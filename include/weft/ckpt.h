@@ -137,6 +137,53 @@ typedef struct weft_ckpt_flush_info {
 weft_status_t weft_ckpt_flush_wait(weft_context_t ctx, uint64_t generation, uint64_t timeout_ms,
                                    weft_ckpt_flush_info_t* info);
 
+/* ------------------------------------------- transparent checkpointers */
+
+/*
+ * For a checkpointer that saves the whole process (DMTCP, CRIU): before it
+ * takes the image, weft lets go of every fabric resource; after the image
+ * (or a restore from it), weft makes them again.
+ *
+ * weft_ckpt_release: collective over the job; call it on every rank (from
+ * any one thread per rank; a DMTCP plugin's checkpoint thread will do). It
+ * drains the job (drain.h) and, at the quiescent point, every rank:
+ * completes and takes in everything in transit, stops weft's threads that
+ * touch the fabric by themselves (the failure detector, the pidfd monitor),
+ * and lets go of the fabric — peers' shared memory, its own segment,
+ * registrations, endpoints, workers, devices — and of its connection to
+ * the launcher. Windows keep their memory, contents and addresses (as
+ * private memory of the process). It returns once this rank has let go.
+ * From then until weft_ckpt_rebuild every other call into weft waits (as
+ * during a drain); a window's operations answer WEFT_ERR_BUSY.
+ *   WEFT_OK            released
+ *   WEFT_ERR_UNSUPPORTED  this context cannot (the reason is logged): the
+ *                      transport or bootstrap cannot let go yet, the
+ *                      launch has several jobs, or WEFT_DRAIN=0
+ *   WEFT_ERR_BUSY      released already
+ *   other              the drain failed (WEFT_ERR_PEER_FAILED, WEFT_ERR_TIMEOUT)
+ *                      or the job could not quiesce: nothing was let go, the
+ *                      job goes on
+ *
+ * weft_ckpt_rebuild: collective; call it on every rank, in the process
+ * that released or in one restored from its image. The launcher connection,
+ * the transport and every window come back (each window at its old local
+ * address, with its contents), weft's threads start again, and the job
+ * resumes where it was. WEFT_ERR_INVALID_ARG when not released.
+ *
+ * A failed rebuild (a peer or the launcher gone meanwhile), or a release
+ * that failed half-way, is final for the context: the threads waiting in
+ * weft go on, and every operation of the context fails from then on
+ * (WEFT_ERR_TRANSPORT; a window's WEFT_ERR_BUSY; drains are refused); only
+ * weft_finalize is left, which tears the context down locally, as it does
+ * for a context finalized while released.
+ *
+ * Transports that can release today: shm, with weft-run's bootstrap or the
+ * caller's (weft_init_with_bootstrap). A restored process must keep its
+ * pid for weft-run to take it back (CRIU does; DMTCP's virtual pids do not).
+ */
+weft_status_t weft_ckpt_release(weft_context_t ctx);
+weft_status_t weft_ckpt_rebuild(weft_context_t ctx);
+
 /* ------------------------------------------------------------------ restart */
 
 typedef struct weft_restart_info {

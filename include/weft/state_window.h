@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define WEFT_STATE_MAGIC 0x5745465453574e31ull /* "WEFTSWN1" */
-#define WEFT_STATE_LAYOUT_VERSION 4u
+#define WEFT_STATE_LAYOUT_VERSION 5u
 #define WEFT_STATE_LINE 64u
 #define WEFT_STATE_COMM_SLOTS 256u   /* Collective-Clock records */
 #define WEFT_STATE_FAILURE_WORDS 64u /* bitmap of 4096 ranks */
@@ -83,7 +83,9 @@ enum weft_state_offset {
      *   +32 targets it raised (all drains; informative)
      *   +40 messages buffered here at the quiescent point (summed by every
      *       drainer into the job's total)
-     *   +48 receives blocked inside weft (WEFT_DRAIN_MODE=blocking) */
+     *   +48 receives blocked inside weft (WEFT_DRAIN_MODE=blocking)
+     *   +56 the drain number whose quiescent point this rank asked to hold
+     *       (weft_ckpt_release), written before +16; 0: none */
     WEFT_STATE_DRAIN_STATUS_OFF = WEFT_STATE_DRAIN_DECISION_OFF + WEFT_STATE_LINE,
     WEFT_STATE_DRAIN_PHASE = 0,
     WEFT_STATE_DRAIN_PENDING = 8,
@@ -92,6 +94,7 @@ enum weft_state_offset {
     WEFT_STATE_DRAIN_RAISES = 32,
     WEFT_STATE_DRAIN_BUFFERED = 40,
     WEFT_STATE_DRAIN_BLOCKED = 48,
+    WEFT_STATE_DRAIN_HOLD = 56,
     /* PUT by one peer per line: the drain's dissemination inboxes
      * (WEFT_DRAIN_OBSERVE=tree), one line per step (12 steps: 4096 ranks)
      * and round parity, holding (attempt, round) tag << 8 | hops << 2 | flags. */

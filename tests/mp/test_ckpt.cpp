@@ -4,7 +4,7 @@
 // CkptJob.* run one at a time from tests/mp/ckpt_test.sh, each in its own
 // job: a checkpoint written by one job and restarted by the next (also
 // after a rank was killed inside the write, and into another job size).
-#include "tests/mp/mp_main.hpp"
+#include "tests/mp/comm_util.hpp"
 
 #include <weft/ckpt.h>
 #include <weft/drain.h>
@@ -28,12 +28,6 @@
 using namespace mp;
 
 namespace {
-
-weft_comm_t world() {
-    weft_comm_t w = nullptr;
-    EXPECT_EQ(weft_comm_world(ctx, &w), WEFT_OK);
-    return w;
-}
 
 // A folder every rank names the same: rank 0 makes it.
 std::string shared_temp_dir() {

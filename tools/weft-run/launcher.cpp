@@ -529,7 +529,7 @@ void Launcher::process_frame(size_t ci, const wire::Header& h, std::span<const u
                 if (procs_[i].job == hello.job && procs_[i].rank == hello.rank) pi = static_cast<int>(i);
             if (!why && pi < 0) why = "no such job/rank";
             if (!why && procs_[pi].pid != cred.pid) why = "not the process launched for that rank";
-            if (!why && procs_[pi].conn >= 0) why = "rank already connected";
+            if (!why && procs_[pi].conn >= 0) why = wire::already_connected;
         }
         if (why) {
             std::fprintf(stderr, "weft-run: refused a bootstrap connection from pid %d: %s\n",

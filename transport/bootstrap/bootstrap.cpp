@@ -80,6 +80,39 @@ public:
         job_ = job;
         rank_ = rank;
         job_sizes_ = std::move(sizes);
+        address_ = address;
+        std::memcpy(secret_, secret, wire::secret_size);
+        return connect_once(Deadline::after_ns(timeout_ns_from_env()), nullptr);
+    }
+
+    void release() override {
+        if (fd_ >= 0) close(fd_);
+        fd_ = -1;
+    }
+
+    // The launcher takes a rank back after its connection closed (its
+    // hello is checked as at start-up: secret, job/rank, the launched
+    // pid). It may not have seen the old connection's end yet when the new
+    // hello comes ("rank already connected"): try again until it has.
+    // Exchange numbers go on where they were: the launcher keys exchanges
+    // by them.
+    Status reconnect(Deadline d) override {
+        Backoff backoff(Backoff::transport, d);
+        for (;;) {
+            bool again = false;
+            Status st = connect_once(d, &again);
+            if (st == WEFT_OK || !again) return st;
+            release();
+            if (d.passed())
+                return WEFT_FAIL(WEFT_ERR_TIMEOUT, "reconnecting to the launcher: it kept the old connection");
+            backoff.pause();
+        }
+    }
+
+    // One connection and hello. `busy` (may be null) is set when the
+    // launcher refused only because it still holds this rank's last one.
+    Status connect_once(Deadline d, bool* busy) {
+        const std::string& address = address_;
         const bool abstract = !address.empty() && address[0] == '@';
         if (address.size() < 2 || (!abstract && address[0] != '/') ||
             address.size() > sizeof(sockaddr_un::sun_path) - 1)
@@ -97,13 +130,12 @@ public:
         if (::connect(fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0)
             return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "connect to launcher %s: %s", address.c_str(), std::strerror(errno));
         wire::Hello h{};
-        std::memcpy(h.secret, secret, wire::secret_size);
-        h.job = job;
-        h.rank = rank;
+        std::memcpy(h.secret, secret_, wire::secret_size);
+        h.job = job_;
+        h.rank = rank_;
         h.pid = static_cast<int32_t>(getpid());
         std::vector<uint8_t> out;
         wire::encode_hello(out, h);
-        Deadline d = Deadline::after_ns(timeout_ns_from_env());
         Status st = wire::send_all(fd_, out, d);
         if (st != WEFT_OK) return WEFT_FAIL(st, "sending hello to the launcher failed");
         wire::Header hdr;
@@ -112,8 +144,14 @@ public:
         if (st != WEFT_OK) return WEFT_FAIL(st, "no welcome from the launcher");
         if (hdr.type == wire::Type::error) {
             wire::ErrorMsg e;
-            if (wire::decode_error(payload, e) == WEFT_OK)
+            if (wire::decode_error(payload, e) == WEFT_OK) {
+                if (busy && e.text == wire::already_connected) {
+                    WEFT_LOG(debug, "launcher still holds this rank's last connection: again");
+                    *busy = true;
+                    return WEFT_ERR_BUSY;
+                }
                 return WEFT_FAIL(WEFT_ERR_BOOTSTRAP, "launcher refused this rank: %s", e.text.c_str());
+            }
             return WEFT_FAIL(WEFT_ERR_PROTOCOL, "launcher sent a corrupted error frame");
         }
         if (hdr.type != wire::Type::welcome)
@@ -183,6 +221,8 @@ private:
 
     int fd_ = -1;
     uint32_t seq_[2] = {0, 0};
+    std::string address_;  // for reconnect()
+    uint8_t secret_[wire::secret_size] = {};
 };
 
 }  // namespace

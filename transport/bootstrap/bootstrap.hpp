@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace weft {
@@ -70,6 +71,20 @@ public:
         const Status st = exchange(wire::Scope::job, {}, none, deadline);
         loss_expected_ = false;
         return st;
+    }
+
+    // Transparent checkpointing (Runtime::release/rebuild): whether this
+    // source can let go of its connection to the launcher and make it
+    // again, and doing so. The caller all-gathers first (nothing of an
+    // exchange is half-done), and no exchange runs between the two.
+    virtual bool can_release(std::string& why) const {
+        (void)why;
+        return true;  // nothing held (singleton; the caller's all-gather)
+    }
+    virtual void release() {}
+    virtual Status reconnect(Deadline deadline) {
+        (void)deadline;
+        return WEFT_OK;
     }
 
 protected:

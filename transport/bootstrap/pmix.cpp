@@ -20,6 +20,12 @@ public:
     ~PmixBootstrap() override {
         if (initialized_) PMIx_Finalize(nullptr, 0);
     }
+    bool can_release(std::string& why) const override {
+        why =
+            "the PMIx bootstrap cannot let go of its PMIx server connection and make it again yet (PMIx "
+            "re-initialisation is not relied on)";
+        return false;
+    }
     const char* name() const override { return "pmix"; }
 
     Status init() {

@@ -21,6 +21,9 @@ inline constexpr uint16_t version = 1;
 inline constexpr size_t header_size = 16;
 inline constexpr uint32_t max_payload = 64u << 20;
 inline constexpr size_t secret_size = 32;
+// The launcher's refusal of a hello while it still holds that rank's
+// connection (a rank reconnecting after weft_ckpt_release tries again).
+inline constexpr const char* already_connected = "rank already connected";
 
 enum class Type : uint16_t {
     hello = 1,            // rank -> launcher: who I am, the launch secret

@@ -57,6 +57,7 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 class HeapAllocator {
 public:
     void reset(uint64_t size) {
+        size_ = size;
         free_.clear();
         free_[0] = size;
     }
@@ -71,6 +72,17 @@ public:
             return true;
         }
         return false;
+    }
+    // The allocated ranges, {offset, rounded size}: the free list's gaps.
+    std::vector<std::pair<uint64_t, uint64_t>> used() const {
+        std::vector<std::pair<uint64_t, uint64_t>> out;
+        uint64_t at = 0;
+        for (const auto& [off, size] : free_) {
+            if (off > at) out.emplace_back(at, off - at);
+            at = off + size;
+        }
+        if (at < size_) out.emplace_back(at, size_ - at);
+        return out;
     }
     void release(uint64_t off, uint64_t size) {
         size = round_up(size ? size : 64, 64);
@@ -91,6 +103,7 @@ public:
 
 private:
     static uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+    uint64_t size_ = 0;
     std::map<uint64_t, uint64_t> free_;
 };
 
@@ -140,6 +153,7 @@ public:
     uint32_t progress() override;
     void wait_for_event(uint64_t timeout_ns) override;
     void wake() override {
+        if (!header_) return;  // released (a late declaration from another thread)
         header_->doorbell.fetch_add(1, std::memory_order_seq_cst);
         futex(&header_->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
     }
@@ -165,7 +179,14 @@ public:
         return shm::cma_copy(peers_[peer].pid, const_cast<void*>(src), addr, len, true);
     }
 
+    bool can_release(std::string& why) const override;
+    Status release(std::span<weft_window* const> windows) override;
+    Status rebuild(std::span<weft_window* const> windows) override;
+
 private:
+    static constexpr uint64_t rings_offset = 4096;
+    Status make_segment();
+    Status map_peers();
     Status push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen);
     void handle(uint32_t source_peer, const shm::Record& rec);
     void ring_doorbell(Peer& p) {
@@ -180,6 +201,7 @@ private:
     int memfd_ = -1;
     uint8_t* base_ = nullptr;
     uint64_t total_size_ = 0;
+    uint64_t heap_offset_ = 0, heap_size_ = 0, ring_stride_ = 0;
     SegmentHeader* header_ = nullptr;
     uint64_t ring_capacity_ = 0;
     uint64_t eager_limit_ = 0;
@@ -199,12 +221,19 @@ Status ShmBackend::init() {
     ring_capacity_ = 1024;
     while (ring_capacity_ < ring_kb * 1024 && ring_capacity_ < (1ull << 30)) ring_capacity_ <<= 1;
     eager_limit_ = std::min<uint64_t>(8192, ring_capacity_ / 4);
-    const uint64_t heap_size = env_u64("WEFT_SHM_HEAP_MB", 128) << 20;
-    const uint64_t rings_offset = 4096;
-    const uint64_t ring_stride = shm::ring_bytes(ring_capacity_);
-    const uint64_t heap_offset = (rings_offset + n * ring_stride + 4095) / 4096 * 4096;
-    total_size_ = heap_offset + heap_size;
+    heap_size_ = env_u64("WEFT_SHM_HEAP_MB", 128) << 20;
+    ring_stride_ = shm::ring_bytes(ring_capacity_);
+    heap_offset_ = (rings_offset + n * ring_stride_ + 4095) / 4096 * 4096;
+    total_size_ = heap_offset_ + heap_size_;
+    if (Status st = make_segment(); st != WEFT_OK) return st;
+    heap_.reset(heap_size_);
+    return map_peers();
+}
 
+// A new memfd for our segment, mapped at base_ when it is set (a rebuild:
+// what lies there now, the windows' contents, is copied in first), else
+// anywhere; then its header and empty rings.
+Status ShmBackend::make_segment() {
     char name[64];
     std::snprintf(name, sizeof name, "weft-j%u-r%u", rt_.job(), rt_.rank());
     memfd_ = static_cast<int>(syscall(SYS_memfd_create, name, 0));  // no CLOEXEC: peers fetch it by number
@@ -212,22 +241,40 @@ Status ShmBackend::init() {
     if (ftruncate(memfd_, static_cast<off_t>(total_size_)) != 0)
         return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "ftruncate segment to %llu bytes: %s",
                          static_cast<unsigned long long>(total_size_), std::strerror(errno));
-    void* m = mmap(nullptr, total_size_, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
+    if (base_) {
+        for (const auto& [off, size] : heap_.used()) {
+            const uint64_t at = heap_offset_ + off;
+            for (uint64_t done = 0; done < size;) {
+                const ssize_t k = pwrite(memfd_, base_ + at + done, size - done, static_cast<off_t>(at + done));
+                if (k <= 0)
+                    return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "rebuild: copying a window into the new segment: %s",
+                                     k < 0 ? std::strerror(errno) : "short write");
+                done += static_cast<uint64_t>(k);
+            }
+        }
+    }
+    void* m = mmap(base_, total_size_, PROT_READ | PROT_WRITE, MAP_SHARED | (base_ ? MAP_FIXED : 0), memfd_, 0);
     if (m == MAP_FAILED) return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "mmap segment: %s", std::strerror(errno));
     base_ = static_cast<uint8_t*>(m);
+    const uint32_t n = rt_.universe_size();
     header_ = new (base_) SegmentHeader{};
     header_->owner_universe = rt_.self_universe();
     header_->universe_size = n;
     header_->ring_capacity = ring_capacity_;
     header_->rings_offset = rings_offset;
-    header_->heap_offset = heap_offset;
-    header_->heap_size = heap_size;
+    header_->heap_offset = heap_offset_;
+    header_->heap_size = heap_size_;
     header_->total_size = total_size_;
-    for (uint32_t u = 0; u < n; ++u) new (base_ + rings_offset + u * ring_stride) shm::RingControl{};
+    for (uint32_t u = 0; u < n; ++u) new (base_ + rings_offset + u * ring_stride_) shm::RingControl{};
     header_->magic = segment_magic;
-    heap_.reset(heap_size);
+    return WEFT_OK;
+}
 
-    // Tell everyone where our segment is; fetch theirs.
+// Tells everyone where our segment is and maps theirs: anywhere the first
+// time, over the reservation their last mapping left at a rebuild (so every
+// address into a peer's segment, windows included, is what it was).
+Status ShmBackend::map_peers() {
+    const uint32_t n = rt_.universe_size();
     std::vector<uint8_t> mine;
     wire::put_u32(mine, static_cast<uint32_t>(memfd_));
     wire::put_u32(mine, static_cast<uint32_t>(total_size_));
@@ -236,7 +283,8 @@ Status ShmBackend::init() {
     Status st = rt_.bootstrap().exchange(wire::Scope::universe, mine, all, rt_.op_deadline());
     if (st != WEFT_OK) return WEFT_FAIL(st, "shm segment exchange failed");
 
-    peers_.assign(n, Peer{});
+    const bool again = !peers_.empty();
+    if (!again) peers_.assign(n, Peer{});
     inbound_.assign(n, shm::RingConsumer{});
     const uint32_t self_u = rt_.self_universe();
     for (uint32_t u = 0; u < n; ++u) {
@@ -250,6 +298,9 @@ Status ShmBackend::init() {
             peer.base = base_;
             peer.size = total_size_;
         } else {
+            if (again && size != peer.size)
+                return WEFT_FAIL(WEFT_ERR_PROTOCOL, "rebuild: peer %u's segment is %llu bytes, was %llu", p,
+                                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(peer.size));
             int pidfd = static_cast<int>(syscall(SYS_pidfd_open, peer.pid, 0));
             int fd = -1, err = 0;
             if (pidfd < 0 && errno == ENOSYS) {
@@ -274,7 +325,8 @@ Status ShmBackend::init() {
                                  "pidfd_getfd from peer %u (pid %d): %s — shm needs ranks of one user "
                                  "allowed to ptrace each other",
                                  p, peer.pid, std::strerror(err));
-            void* pm = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            void* pm = mmap(again ? peer.base : nullptr, size, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | (again ? MAP_FIXED : 0), fd, 0);
             close(fd);
             if (pm == MAP_FAILED)
                 return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "mmap peer %u segment: %s", p, std::strerror(errno));
@@ -287,9 +339,71 @@ Status ShmBackend::init() {
             return WEFT_FAIL(WEFT_ERR_PROTOCOL, "peer %u's segment header is not weft's", p);
         const uint64_t cap = peer.header->ring_capacity;
         peer.to_peer = shm::RingProducer(peer.base + peer.header->rings_offset + self_u * shm::ring_bytes(cap), cap);
-        inbound_[p] = shm::RingConsumer(base_ + rings_offset + u * ring_stride, ring_capacity_);
+        inbound_[p] = shm::RingConsumer(base_ + rings_offset + u * ring_stride_, ring_capacity_);
     }
     seen_doorbell_ = header_->doorbell.load(std::memory_order_acquire);
+    return WEFT_OK;
+}
+
+bool ShmBackend::can_release(std::string&) const { return true; }
+
+// Nothing is in transit (the runtime quiesced the job). Our segment becomes
+// private memory at the same address holding the windows' contents (one
+// mmap over it), and each peer's mapping a reservation of its range
+// (private, untouched: no memory), so that the rebuild maps them where they
+// were.
+Status ShmBackend::release(std::span<weft_window* const> windows) {
+    // The windows' contents aside first: nothing has changed if this fails.
+    const auto used = heap_.used();
+    uint64_t keep = 0;
+    for (const auto& [off, size] : used) keep += size;
+    void* aside = keep ? mmap(nullptr, keep, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : nullptr;
+    if (aside == MAP_FAILED) return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "release: mmap: %s", std::strerror(errno));
+    uint64_t at = 0;
+    for (const auto& [off, size] : used) {
+        std::memcpy(static_cast<uint8_t*>(aside) + at, base_ + heap_offset_ + off, size);
+        at += size;
+    }
+    for (weft_window* w : windows) w->ops = &released_ops;
+    // MAP_FIXED replaces the shared mapping in one step: the range is never
+    // unmapped, so no other mapping can land in it meanwhile.
+    if (mmap(base_, total_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+             0) == MAP_FAILED) {
+        const int e = errno;
+        if (aside) munmap(aside, keep);
+        return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "release: replacing the segment: %s", std::strerror(e));
+    }
+    at = 0;
+    for (const auto& [off, size] : used) {
+        std::memcpy(base_ + heap_offset_ + off, static_cast<uint8_t*>(aside) + at, size);
+        at += size;
+    }
+    if (aside) munmap(aside, keep);
+    header_ = nullptr;
+    close(memfd_);
+    memfd_ = -1;
+    Status st = WEFT_OK;
+    for (Peer& peer : peers_) {
+        peer.header = nullptr;
+        peer.to_peer = shm::RingProducer{};
+        if (peer.base == base_ || !peer.base) continue;
+        if (mmap(peer.base, peer.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0) == MAP_FAILED)
+            st = WEFT_FAIL(WEFT_ERR_NO_MEMORY, "release: reserving a peer's range: %s", std::strerror(errno));
+    }
+    inbound_.assign(inbound_.size(), shm::RingConsumer{});
+    return st;
+}
+
+Status ShmBackend::rebuild(std::span<weft_window* const> windows) {
+    if (Status st = make_segment(); st != WEFT_OK) return st;
+    if (Status st = map_peers(); st != WEFT_OK) return st;
+    // Every window's memory, ours and the peers', is where it was, and so
+    // are the addresses into it: only the operations and the pids change.
+    for (weft_window* w : windows) {
+        for (uint32_t r = 0; r < w->remote_storage.size(); ++r) w->remote_storage[r].pid = peers_[r].pid;
+        w->ops = w->allocated ? &shm::direct_ops : &shm::cma_ops;
+    }
     return WEFT_OK;
 }
 
