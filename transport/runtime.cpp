@@ -688,9 +688,8 @@ bool Runtime::can_release(std::string& why) const {
 // while the all-gather waits counts for the next round). A round of zeros
 // everywhere: every message sent before it was taken in, and nothing was
 // sent after, so nothing is in transit. This holds where a message sent is
-// in the receiver's memory when the send returns (shm's rings); a backend
-// whose sends complete later must complete them in flush before it can
-// release.
+// in the receiver's memory once complete_sends returns (at once for shm's
+// rings; UCX flushes its worker).
 Status Runtime::quiesce() {
     const Deadline d = op_deadline();
     uint64_t mark = arrivals_;
@@ -698,6 +697,8 @@ Status Runtime::quiesce() {
         for (weft_window* w : live_windows())
             if (Status st = backend_->flush(*w, WEFT_RANK_ALL); st != WEFT_OK)
                 return WEFT_FAIL(st, "release: a window flush failed");
+        if (Status st = backend_->complete_sends(d); st != WEFT_OK)
+            return WEFT_FAIL(st, "release: what this rank sent did not complete");
         while (progress() > 0 && !d.passed()) {
         }
         const uint64_t seen = arrivals_ - mark;
@@ -721,15 +722,30 @@ Status Runtime::release() {
     if (released_) return WEFT_FAIL(WEFT_ERR_BUSY, "weft_ckpt_release: the context is released already");
     std::string why;
     if (!can_release(why)) return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "weft_ckpt_release: %s", why.c_str());
+    const uint64_t t0 = now_ns();
     if (Status st = quiesce(); st != WEFT_OK) return st;
+    const uint64_t t_quiet = now_ns();
     for_each_layer([](LayerEntry& l) {
         if (l.hooks.on_release) l.hooks.on_release(l.self);
     });
     monitor_.stop();
+    // Nobody's resources go before every rank's threads stopped using
+    // them: a detector reading a peer through its channel would take the
+    // peer's release for its death.
+    if (Status st = bootstrap_->barrier(op_deadline()); st != WEFT_OK) {
+        for_each_layer([](LayerEntry& l) {
+            if (l.hooks.on_rebuild) l.hooks.on_rebuild(l.self);
+        });
+        start_monitor();
+        return WEFT_FAIL(st, "release: the barrier before letting go failed");
+    }
     bootstrap_->set_progress(nullptr);
+    const uint64_t t_threads = now_ns();
     const std::vector<weft_window*> live = live_windows();
     Status st = backend_->release(live);
     bootstrap_->release();
+    WEFT_LOG(debug, "release: quiesce %.3f ms, threads %.3f ms, backend and bootstrap %.3f ms", (t_quiet - t0) / 1e6,
+             (t_threads - t_quiet) / 1e6, (now_ns() - t_threads) / 1e6);
     // Whatever the backend managed, its resources are in no state to be
     // used: only a rebuild (or finalize) comes next.
     released_ = true;
@@ -742,19 +758,25 @@ Status Runtime::release() {
 Status Runtime::rebuild() {
     if (!released_) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "weft_ckpt_rebuild: the context is not released");
     const Deadline d = op_deadline();
+    const uint64_t t0 = now_ns();
     if (Status st = bootstrap_->reconnect(d); st != WEFT_OK)
         return WEFT_FAIL(st, "weft_ckpt_rebuild: the launcher connection did not come back");
     if (Status st = exchange_identities(true); st != WEFT_OK) return st;
+    const uint64_t t_connected = now_ns();
     if (Status st = backend_->rebuild(live_windows()); st != WEFT_OK)
         return WEFT_FAIL(st, "weft_ckpt_rebuild: the %s backend did not come back", backend_->name());
+    const uint64_t t_backend = now_ns();
     bootstrap_->set_progress([this] { progress(); });
     start_monitor();
     released_ = false;
+    // Every rank's transport is back before any detector looks at a peer.
+    if (Status st = bootstrap_->barrier(op_deadline()); st != WEFT_OK)
+        return WEFT_FAIL(st, "weft_ckpt_rebuild: the closing barrier failed");
     for_each_layer([](LayerEntry& l) {
         if (l.hooks.on_rebuild) l.hooks.on_rebuild(l.self);
     });
-    if (Status st = bootstrap_->barrier(op_deadline()); st != WEFT_OK)
-        return WEFT_FAIL(st, "weft_ckpt_rebuild: the closing barrier failed");
+    WEFT_LOG(debug, "rebuild: launcher and identities %.3f ms, backend %.3f ms, threads and barrier %.3f ms",
+             (t_connected - t0) / 1e6, (t_backend - t_connected) / 1e6, (now_ns() - t_backend) / 1e6);
     return WEFT_OK;
 }
 

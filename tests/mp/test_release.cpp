@@ -1,10 +1,11 @@
 // test_release.cpp — weft_ckpt_release / weft_ckpt_rebuild (weft/ckpt.h):
 // the hooks a transparent checkpointer (DMTCP, CRIU) calls around a
 // process image. Traffic is checked before and after; while released the
-// process must hold no fabric resource (no shared-memory segment of weft's
-// mapped or open, the launcher socket closed) and keep every window's
-// memory, contents and address. On transports that cannot release yet the
-// call must say so (UNSUPPORTED) and the job go on.
+// process must hold no fabric resource (no shared mapping, no segment of
+// weft's open, no socket: the launcher's and UCX's closed) and keep every
+// window's memory, contents and address. Where the release cannot be done
+// (verbs, PMIx, a launch of several jobs) the call must say so
+// (UNSUPPORTED) and the job go on.
 #include "tests/mp/comm_util.hpp"
 
 #include <weft/ckpt.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -25,23 +27,32 @@ using namespace mp;
 
 namespace {
 
+// MP_RELEASE_EXPECT=unsupported: a run where the release must be refused
+// (a launch of several jobs).
 bool can_release() {
+    const char* expect = std::getenv("MP_RELEASE_EXPECT");
+    if (expect && std::strcmp(expect, "unsupported") == 0) return false;
     weft_caps_t caps{};
     EXPECT_EQ(weft_query_caps(ctx, &caps), WEFT_OK);
-    return std::strcmp(caps.transport, "shm") == 0;
+    return std::strcmp(caps.transport, "shm") == 0 || std::strcmp(caps.transport, "ucx") == 0;
 }
 
-// What this process holds: mappings of weft's shared-memory segments
-// (memfd "weft-j<job>-r<rank>"), their open descriptors, and sockets.
+// What this process holds: shared mappings (weft's shm segments, UCX's
+// shared-memory transports, a NIC's doorbells: "s" in the permissions), the
+// descriptors of weft's segments (memfd "weft-j<job>-r<rank>"), and sockets
+// (the launcher's, UCX's tcp).
 struct Held {
-    int weft_mappings = 0, weft_fds = 0, sockets = 0;
+    int shared_mappings = 0, weft_mappings = 0, weft_fds = 0, sockets = 0;
 };
 
 Held held_now() {
     Held h;
     std::ifstream maps("/proc/self/maps");
-    for (std::string line; std::getline(maps, line);)
+    for (std::string line; std::getline(maps, line);) {
+        const size_t perms = line.find(' ') + 1;
+        if (perms < line.size() && line.size() > perms + 3 && line[perms + 3] == 's') ++h.shared_mappings;
         if (line.find("memfd:weft-j") != std::string::npos) ++h.weft_mappings;
+    }
     DIR* d = opendir("/proc/self/fd");
     while (dirent* e = d ? readdir(d) : nullptr) {
         char path[300], target[256] = {};
@@ -88,8 +99,7 @@ TEST(Release, ReleaseRebuildContinue) {
     weft_window_t uwin = nullptr;
     ASSERT_EQ(weft_window_register(ctx, user.data(), user.size() * 8, &uwin), WEFT_OK);
     const Held before = held_now();
-    EXPECT_GT(before.weft_mappings, 0);
-    EXPECT_GT(before.weft_fds, 0);
+    EXPECT_GT(before.sockets, 0);  // the launcher's at least
 
     for (uint64_t cycle = 1; cycle <= 2; ++cycle) {
         // Traffic before: a put into the right neighbour's windows, a
@@ -118,9 +128,9 @@ TEST(Release, ReleaseRebuildContinue) {
 
         ASSERT_EQ(weft_ckpt_release(ctx), WEFT_OK) << "cycle " << cycle;
         const Held released = held_now();
-        EXPECT_EQ(released.weft_mappings, 0) << "a segment of weft's is still mapped while released";
+        EXPECT_EQ(released.shared_mappings, 0) << "shared memory is still mapped while released";
         EXPECT_EQ(released.weft_fds, 0) << "a segment of weft's is still open while released";
-        EXPECT_LT(released.sockets, before.sockets) << "the launcher connection is still open while released";
+        EXPECT_EQ(released.sockets, 0) << "a socket (the launcher's, UCX's) is still open while released";
         EXPECT_EQ(weft_ckpt_release(ctx), WEFT_ERR_BUSY);
         // The windows' memory is this process's, where it was, with what
         // the peers put there.
@@ -134,7 +144,7 @@ TEST(Release, ReleaseRebuildContinue) {
         EXPECT_EQ(weft_ckpt_rebuild(ctx), WEFT_ERR_INVALID_ARG);
         const Held after = held_now();
         EXPECT_EQ(after.weft_mappings, before.weft_mappings);
-        EXPECT_EQ(after.sockets, before.sockets);
+        EXPECT_GT(after.sockets, 0);
         void* base_after = nullptr;
         size_t size_after = 0;
         ASSERT_EQ(weft_window_local(win, &base_after, &size_after), WEFT_OK);
@@ -216,7 +226,7 @@ TEST(ReleaseThreads, WhileTheApplicationCommunicates) {
     const uint64_t at_release = steps.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_EQ(steps.load(), at_release) << "the application thread got into weft while released";
-    EXPECT_EQ(held_now().weft_mappings, 0);
+    EXPECT_EQ(held_now().shared_mappings, 0);
     EXPECT_EQ(weft_ckpt_rebuild(ctx), WEFT_OK);
     app.join();
     EXPECT_EQ(failed.load(), 0u);

@@ -57,7 +57,6 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ts
 class HeapAllocator {
 public:
     void reset(uint64_t size) {
-        size_ = size;
         free_.clear();
         free_[0] = size;
     }
@@ -72,17 +71,6 @@ public:
             return true;
         }
         return false;
-    }
-    // The allocated ranges, {offset, rounded size}: the free list's gaps.
-    std::vector<std::pair<uint64_t, uint64_t>> used() const {
-        std::vector<std::pair<uint64_t, uint64_t>> out;
-        uint64_t at = 0;
-        for (const auto& [off, size] : free_) {
-            if (off > at) out.emplace_back(at, off - at);
-            at = off + size;
-        }
-        if (at < size_) out.emplace_back(at, size_ - at);
-        return out;
     }
     void release(uint64_t off, uint64_t size) {
         size = round_up(size ? size : 64, 64);
@@ -103,9 +91,49 @@ public:
 
 private:
     static uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
-    uint64_t size_ = 0;
     std::map<uint64_t, uint64_t> free_;
 };
+
+// Page runs {offset, length} of the heap [from, to) of a segment that hold
+// anything: a memfd's data (SEEK_DATA/SEEK_HOLE: pages never touched are
+// holes), or a private mapping's resident pages (mincore). A release and a
+// rebuild copy these alone, so they cost what the windows use, not the
+// heap's size (the bulk collective window alone reserves tens of MiB).
+using Runs = std::vector<std::pair<uint64_t, uint64_t>>;
+
+Runs file_data_runs(int fd, uint64_t from, uint64_t to) {
+    Runs runs;
+    for (uint64_t at = from; at < to;) {
+        const off_t d = lseek(fd, static_cast<off_t>(at), SEEK_DATA);
+        if (d < 0 || static_cast<uint64_t>(d) >= to) break;  // ENXIO: no data past `at`
+        off_t h = lseek(fd, d, SEEK_HOLE);
+        const uint64_t end = h < 0 ? to : std::min<uint64_t>(static_cast<uint64_t>(h), to);
+        runs.emplace_back(static_cast<uint64_t>(d), end - static_cast<uint64_t>(d));
+        at = end;
+    }
+    return runs;
+}
+
+Runs resident_runs(const uint8_t* base, uint64_t from, uint64_t to) {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in((to - from + page - 1) / page);
+    Runs runs;
+    if (mincore(const_cast<uint8_t*>(base + from), to - from, in.data()) != 0) {
+        runs.emplace_back(from, to - from);  // cannot tell: all of it
+        return runs;
+    }
+    for (uint64_t i = 0; i < in.size();) {
+        if (!(in[i] & 1)) {
+            ++i;
+            continue;
+        }
+        uint64_t j = i;
+        while (j < in.size() && (in[j] & 1)) ++j;
+        runs.emplace_back(from + i * page, std::min(to, from + j * page) - (from + i * page));
+        i = j;
+    }
+    return runs;
+}
 
 struct WindowData {
     uint64_t heap_offset = 0;  // allocated windows: where in our heap
@@ -242,8 +270,9 @@ Status ShmBackend::make_segment() {
         return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "ftruncate segment to %llu bytes: %s",
                          static_cast<unsigned long long>(total_size_), std::strerror(errno));
     if (base_) {
-        for (const auto& [off, size] : heap_.used()) {
-            const uint64_t at = heap_offset_ + off;
+        // What the heap holds now (written before the release, or while
+        // released), into the new segment before it is mapped over it.
+        for (const auto& [at, size] : resident_runs(base_, heap_offset_, total_size_)) {
             for (uint64_t done = 0; done < size;) {
                 const ssize_t k = pwrite(memfd_, base_ + at + done, size - done, static_cast<off_t>(at + done));
                 if (k <= 0)
@@ -353,15 +382,15 @@ bool ShmBackend::can_release(std::string&) const { return true; }
 // (private, untouched: no memory), so that the rebuild maps them where they
 // were.
 Status ShmBackend::release(std::span<weft_window* const> windows) {
-    // The windows' contents aside first: nothing has changed if this fails.
-    const auto used = heap_.used();
+    // The heap's contents aside first: nothing has changed if this fails.
+    const Runs used = file_data_runs(memfd_, heap_offset_, total_size_);
     uint64_t keep = 0;
     for (const auto& [off, size] : used) keep += size;
     void* aside = keep ? mmap(nullptr, keep, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : nullptr;
     if (aside == MAP_FAILED) return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "release: mmap: %s", std::strerror(errno));
     uint64_t at = 0;
     for (const auto& [off, size] : used) {
-        std::memcpy(static_cast<uint8_t*>(aside) + at, base_ + heap_offset_ + off, size);
+        std::memcpy(static_cast<uint8_t*>(aside) + at, base_ + off, size);
         at += size;
     }
     for (weft_window* w : windows) w->ops = &released_ops;
@@ -375,7 +404,7 @@ Status ShmBackend::release(std::span<weft_window* const> windows) {
     }
     at = 0;
     for (const auto& [off, size] : used) {
-        std::memcpy(base_ + heap_offset_ + off, static_cast<uint8_t*>(aside) + at, size);
+        std::memcpy(base_ + off, static_cast<uint8_t*>(aside) + at, size);
         at += size;
     }
     if (aside) munmap(aside, keep);

@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <string_view>
 
 namespace weft::ucx {
@@ -41,6 +43,11 @@ bool tls_may_use_shm() {
         s.remove_prefix(comma + 1);
     }
     return false;
+}
+
+size_t whole_pages(size_t n) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return (n + page - 1) / page * page;
 }
 
 }  // namespace
@@ -148,7 +155,9 @@ Status UcxBackend::init() {
     return WEFT_OK;
 }
 
-UcxBackend::~UcxBackend() {
+UcxBackend::~UcxBackend() { teardown(); }
+
+void UcxBackend::teardown() {
     // Pending rendezvous receives: release the requests (UCX finishes or
     // drops them internally); their buffers outlive the worker.
     arrivals_.for_each([&](Arrival& a) {
@@ -178,8 +187,18 @@ UcxBackend::~UcxBackend() {
         if (a.rndv) std::free(a.pull.buf);
         a.pull.buf = nullptr;
     });
+    arrivals_.clear();
     delete slot_;
     for (Slot* s : retired_) delete s;
+    worker_ = nullptr;
+    context_ = nullptr;
+    efd_ = -1;
+    slot_ = nullptr;
+    retired_.clear();
+    killed_.clear();
+    eps_.clear();
+    flush_reqs_.clear();
+    closing_ = false;
 }
 
 ObserverChannel* UcxBackend::observer_channel(const weft_window& sw) {
@@ -205,18 +224,30 @@ Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size
     auto* data = new WindowData{this, nullptr};
     uint8_t kind = allocate ? 0 : 1;  // 2: this rank failed, the window fails everywhere
     uint8_t* local = static_cast<uint8_t*>(base);
-    void* packed = nullptr;
-    size_t packed_len = 0;
     const size_t map_len = allocate ? std::max(size, min_alloc) : size;
-    if (map_len > 0) {
+    // Where shm may be in use, UCX allocates (ALLOCATE: it places the
+    // memory in a segment its shm transports can map, so peers' atomics on
+    // it are CPU atomics). Elsewhere that gains nothing, and UCX may take
+    // the memory from malloc, whose range a release could not keep: weft
+    // maps it itself and registers it.
+    data->owned = allocate && !shm_possible_;
+    if (data->owned) {
+        void* m = mmap(nullptr, whole_pages(map_len), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            WEFT_LOG(error, "mmap of a %zu-byte window: %s", map_len, std::strerror(errno));
+            data->owned = false;
+            kind = 2;
+        } else {
+            local = static_cast<uint8_t*>(m);
+        }
+    }
+    if (map_len > 0 && kind != 2) {
         ucp_mem_map_params_t mp;
         mp.field_mask =
             UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-        mp.address = allocate ? nullptr : base;
+        mp.address = allocate && !data->owned ? nullptr : local;
         mp.length = map_len;
-        // ALLOCATE: UCX places the memory in a segment its shm transports
-        // can map, so peers' atomics on it are CPU atomics.
-        mp.flags = allocate ? UCP_MEM_MAP_ALLOCATE : 0;
+        mp.flags = allocate && !data->owned ? UCP_MEM_MAP_ALLOCATE : 0;
         ucs_status_t s = ucp_mem_map(context_, &mp, &data->memh);
         if (s != UCS_OK) {
             WEFT_LOG(error, "ucp_mem_map of %zu bytes (%s): %s", map_len, allocate ? "allocate" : "register",
@@ -224,7 +255,7 @@ Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size
             data->memh = nullptr;
             kind = 2;
         }
-        if (kind != 2 && allocate) {
+        if (kind != 2 && allocate && !data->owned) {
             ucp_mem_attr_t ma;
             ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
             s = ucp_mem_query(data->memh, &ma);
@@ -237,25 +268,34 @@ Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size
                 std::memset(local, 0, map_len);
             }
         }
-        if (kind != 2) {
-            s = ucp_rkey_pack(context_, data->memh, &packed, &packed_len);
-            if (s != UCS_OK) {
-                WEFT_LOG(error, "ucp_rkey_pack: %s", ucs_status_string(s));
-                packed = nullptr;
-                packed_len = 0;
-                kind = 2;
-            }
+    }
+    w.local_size = size;
+    data->map_len = map_len;
+    return publish_window(w, data, kind, local, allocate);
+}
+
+Status UcxBackend::publish_window(weft_window& w, WindowData* data, uint8_t kind, uint8_t* local, bool allocate) {
+    void* packed = nullptr;
+    size_t packed_len = 0;
+    if (kind != 2 && data->memh) {
+        const ucs_status_t s = ucp_rkey_pack(context_, data->memh, &packed, &packed_len);
+        if (s != UCS_OK) {
+            WEFT_LOG(error, "ucp_rkey_pack: %s", ucs_status_string(s));
+            packed = nullptr;
+            packed_len = 0;
+            kind = 2;
         }
     }
     // Record: kind, addr, size, rkey length, rkey. Every rank takes part
     // even after a local failure so that no peer hangs in the exchange.
     const uint64_t where = reinterpret_cast<uint64_t>(local);
+    const uint64_t size = w.local_size;
     std::vector<uint8_t> mine;
     mine.push_back(kind);
     wire::put_u32(mine, static_cast<uint32_t>(where));
     wire::put_u32(mine, static_cast<uint32_t>(where >> 32));
-    wire::put_u32(mine, static_cast<uint32_t>(uint64_t(size)));
-    wire::put_u32(mine, static_cast<uint32_t>(uint64_t(size) >> 32));
+    wire::put_u32(mine, static_cast<uint32_t>(size));
+    wire::put_u32(mine, static_cast<uint32_t>(size >> 32));
     wire::put_u32(mine, static_cast<uint32_t>(packed_len));
     if (packed) mine.insert(mine.end(), static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + packed_len);
     if (packed) ucp_rkey_buffer_release(packed);
@@ -265,7 +305,6 @@ Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size
     if (st == WEFT_OK) {
         w.backend_data = data;
         w.local_base = local;
-        w.local_size = size;
         st = unpack_window(w, all, allocate, local);
         if (st == WEFT_OK) {
             w.ops = &ucx_ops;
@@ -277,7 +316,9 @@ Status UcxBackend::window_create(weft_window& w, bool allocate, void* base, size
         return st;
     }
     if (data->memh) ucp_mem_unmap(context_, data->memh);
+    if (data->owned && local) munmap(local, whole_pages(data->map_len));
     delete data;
+    w.backend_data = nullptr;
     return WEFT_FAIL(st, "ucx window exchange failed");
 }
 
@@ -298,7 +339,9 @@ Status UcxBackend::unpack_window(weft_window& w, const std::vector<std::vector<u
     w.remote_storage.assign(n, RemoteRegion{});
     // The state window (made before Runtime knows it) keeps its packed keys
     // for the observer channel's endpoints.
-    WindowData* keep = observer_ && !rt_.state_window() ? static_cast<WindowData*>(w.backend_data) : nullptr;
+    WindowData* keep = observer_ && (!rt_.state_window() || rt_.state_window() == &w)
+                           ? static_cast<WindowData*>(w.backend_data)
+                           : nullptr;
     if (keep) keep->packed_rkeys.assign(n, {});
     for (uint32_t r = 0; r < n; ++r) {
         const auto& b = all[r];
@@ -342,6 +385,7 @@ void UcxBackend::window_destroy(weft_window& w) {
         reg.direct = nullptr;
     }
     if (data->memh) ucp_mem_unmap(context_, data->memh);
+    if (data->owned && w.local_base) munmap(w.local_base, whole_pages(data->map_len));
     delete data;
     w.backend_data = nullptr;
 }
@@ -384,6 +428,113 @@ Status UcxBackend::flush(weft_window& w, uint32_t rank) {
             result = st;
     }
     return result;
+}
+
+// ------------------------------------------- transparent checkpointing
+
+Status UcxBackend::complete_sends(Deadline d) {
+    // A flush of the worker completes every operation on every endpoint
+    // at its target: our active messages are in the peers' receive queues.
+    ucp_request_param_t p;
+    p.op_attr_mask = 0;
+    ucs_status_ptr_t r = ucp_worker_flush_nbx(worker_, &p);
+    if (r == nullptr) return WEFT_OK;
+    if (UCS_PTR_IS_ERR(r))
+        return WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx: worker flush: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+    Backoff backoff(Backoff::transport, d);
+    for (;;) {
+        ucp_worker_progress(worker_);
+        const ucs_status_t s = ucp_request_check_status(r);
+        if (s != UCS_INPROGRESS) {
+            ucp_request_free(r);
+            return s == UCS_OK ? WEFT_OK : WEFT_FAIL(WEFT_ERR_TRANSPORT, "ucx: worker flush: %s", ucs_status_string(s));
+        }
+        if (d.passed()) {
+            abandon(r);
+            return WEFT_FAIL(WEFT_ERR_TIMEOUT, "ucx: worker flush did not complete");
+        }
+        backoff.pause();
+    }
+}
+
+// Every window's keys and registration go; an allocated window's memory
+// (UCX's: it goes with its registration) is copied into private memory put
+// at the same address. Then the endpoints, workers and the context.
+Status UcxBackend::release(std::span<weft_window* const> windows) {
+    Status result = WEFT_OK;
+    for (weft_window* w : windows) {
+        w->ops = &released_ops;
+        for (auto& reg : w->remote_storage) {
+            if (reg.rkey) ucp_rkey_destroy(static_cast<ucp_rkey_h>(reg.rkey));
+            reg.rkey = nullptr;
+            reg.direct = nullptr;
+        }
+        auto* data = static_cast<WindowData*>(w->backend_data);
+        if (!data || !data->memh) continue;
+        data->packed_rkeys.clear();
+        if (!w->allocated || data->owned) {  // the memory is the program's or weft's: it stays
+            ucp_mem_unmap(context_, data->memh);
+            data->memh = nullptr;
+            continue;
+        }
+        const std::vector<uint8_t> saved(w->local_base, w->local_base + w->local_size);
+        ucp_mem_unmap(context_, data->memh);
+        data->memh = nullptr;
+        void* m = mmap(w->local_base, whole_pages(data->map_len), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m != w->local_base) {
+            if (m != MAP_FAILED) munmap(m, whole_pages(data->map_len));
+            result = WEFT_FAIL(WEFT_ERR_NO_MEMORY,
+                               "release: a window's range was not free once UCX let go of it (%s): its memory is lost",
+                               m == MAP_FAILED ? std::strerror(errno) : "placed elsewhere");
+            continue;
+        }
+        std::memcpy(w->local_base, saved.data(), saved.size());
+    }
+    teardown();
+    return result;
+}
+
+Status UcxBackend::rebuild(std::span<weft_window* const> windows) {
+    if (Status st = init(); st != WEFT_OK) return st;
+    for (weft_window* w : windows) {
+        auto* data = static_cast<WindowData*>(w->backend_data);
+        if (!data) continue;
+        uint8_t kind = w->allocated ? 0 : 1;
+        uint8_t* local = w->local_base;
+        if (data->map_len > 0) {
+            // The window's memory first, put back where it was.
+            const bool ucx_allocates = w->allocated && !data->owned;
+            std::vector<uint8_t> saved;
+            if (ucx_allocates) {
+                saved.assign(local, local + w->local_size);
+                munmap(local, whole_pages(data->map_len));
+            }
+            ucp_mem_map_params_t mp;
+            mp.field_mask =
+                UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+            mp.address = local;
+            mp.length = data->map_len;
+            mp.flags = ucx_allocates ? UCP_MEM_MAP_ALLOCATE | UCP_MEM_MAP_FIXED : 0;
+            ucs_status_t s = ucp_mem_map(context_, &mp, &data->memh);
+            if (s == UCS_OK && ucx_allocates) {
+                ucp_mem_attr_t ma;
+                ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+                if (ucp_mem_query(data->memh, &ma) != UCS_OK || ma.address != local) s = UCS_ERR_NO_MEMORY;
+            }
+            if (s != UCS_OK) {
+                WEFT_LOG(error, "rebuild: ucp_mem_map of a window's %zu bytes at %p: %s", data->map_len,
+                         static_cast<void*>(local), ucs_status_string(s));
+                if (data->memh) ucp_mem_unmap(context_, data->memh);
+                data->memh = nullptr;
+                kind = 2;
+            } else if (ucx_allocates) {
+                std::memcpy(local, saved.data(), saved.size());
+            }
+        }
+        if (Status st = publish_window(*w, data, kind, local, w->allocated); st != WEFT_OK) return st;
+    }
+    return WEFT_OK;
 }
 
 // ------------------------------------------- zero-copy rendezvous (p2p)

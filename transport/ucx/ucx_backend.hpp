@@ -77,6 +77,8 @@ struct Endpoint {
 struct WindowData {
     UcxBackend* backend = nullptr;
     ucp_mem_h memh = nullptr;
+    size_t map_len = 0;  // what ucp_mem_map mapped (an allocated window: at least min_alloc)
+    bool owned = false;  // an allocated window whose memory weft mapped itself (no shm: see window_create)
     // The state window's packed keys by rank, kept until the observer
     // channel is bound (its endpoints need them too).
     std::vector<std::vector<uint8_t>> packed_rkeys;
@@ -130,6 +132,12 @@ public:
         if (observer_ && peer < rt_.size()) observer_->close(peer);
     }
     ObserverChannel* observer_channel(const weft_window& state_window) override;
+    // Transparent checkpointing (backend.hpp). Allocated windows keep their
+    // address: UCX maps them again there (UCP_MEM_MAP_FIXED).
+    bool can_release(std::string&) const override { return true; }
+    Status complete_sends(Deadline d) override;
+    Status release(std::span<weft_window* const> windows) override;
+    Status rebuild(std::span<weft_window* const> windows) override;
     Status expose(const void* buf, size_t len, ExposedBuffer& out) override;
     bool zero_copy_to(uint32_t peer) const override { return !eps_[peer].err_mode; }
     void unexpose(ExposedBuffer& b) override;
@@ -168,6 +176,13 @@ private:
     void start_rndv();
     uint32_t dispatch();
     Status unpack_window(weft_window& w, const std::vector<std::vector<uint8_t>>& all, bool allocate, void* base);
+    // Packs the window's key (when mapped), all-gathers every rank's record
+    // over the job and unpacks them into w (window_create, rebuild). kind:
+    // 0 allocated, 1 registered, 2 this rank failed (every rank fails).
+    Status publish_window(weft_window& w, WindowData* data, uint8_t kind, uint8_t* local, bool allocate);
+    // Everything init made, in the order UCX needs it gone (the destructor,
+    // release); the members are left as before init.
+    void teardown();
 
     Runtime& rt_;
     ucp_context_h context_ = nullptr;
