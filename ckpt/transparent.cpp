@@ -109,9 +109,8 @@ void Transparent::run_held() {
     // to call; a process image may be taken meanwhile, for as long as it
     // takes, so no deadline here (the caller's own deadlines start again
     // once it resumes).
-    for (;;) {
-        cv_.wait(lk, [&] { return stopping_ || state_ == State::rebuilding; });
-        if (stopping_) break;
+    cv_.wait(lk, [&] { return stopping_ || state_ == State::rebuilding; });
+    if (!stopping_) {
         lk.unlock();
         const uint64_t t1 = now_ns();
         st = rt_.rebuild();
@@ -120,13 +119,12 @@ void Transparent::run_held() {
         WEFT_LOG(debug, "rebuilt in %.3f ms: %s", (now_ns() - t1) / 1e6, weft_strerror(st));
         if (st == WEFT_OK) {
             state_ = State::running;
-            break;
+        } else {
+            // The fabric is half made: the job's threads get errors from
+            // now on, and finalize tears down locally.
+            rt_.abandon();
+            state_ = State::broken;
         }
-        // The fabric is half made: the job's threads get errors from now
-        // on, and finalize tears down locally.
-        rt_.abandon();
-        state_ = State::broken;
-        break;
     }
     in_held_ = false;
     cv_.notify_all();
