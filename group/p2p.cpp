@@ -228,6 +228,7 @@ void P2p::register_queues(Comm* c) {
         }
         contexts_[id] = Context{c, q};
     }
+    revoked_gone_.erase(c->id);  // the context is in use again
 }
 
 void P2p::unregister_queues(Comm* c) {
@@ -238,6 +239,7 @@ void P2p::unregister_queues(Comm* c) {
     contexts_.erase(c->id);
     contexts_.erase(c->id | coll_bit);
     contexts_.erase(c->id | create_bit);
+    if (c->revoked) revoked_gone_.insert(c->id);
 }
 
 void P2p::count_p2p(Comm& c, uint64_t ctx_bits, bool sent) {
@@ -512,6 +514,13 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
             queue_refusal(source_peer, h.cookie, WEFT_ERR_REVOKED);
             return;
         }
+    } else if (revoked_gone_.count(h.context & ~(coll_bit | create_bit))) {
+        // Freed here while revoked: nobody will receive it. A rendezvous
+        // sender waits for an answer (P2p::revoke_pending): refuse it.
+        if (is_rts(h.kind)) queue_refusal(source_peer, h.cookie, WEFT_ERR_REVOKED);
+        WEFT_LOG(debug, "dropped a message from job rank %u for communicator %llx, freed here after its revoke",
+                 source_peer, static_cast<unsigned long long>(h.context));
+        return;
     } else {
         q = queue_for(h.context);  // not created here yet: kept for when it is
         // It has arrived: the drain's global sums must see it now, not when

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace weft::group {
@@ -264,6 +265,11 @@ private:
     std::unordered_map<uint64_t, Context> contexts_;
     // Messages for contexts this rank has not created yet.
     std::unordered_map<uint64_t, std::unique_ptr<MatchQueue>> early_;
+    // Communicators freed while revoked (their release completes at once,
+    // so a member's rendezvous may still be on its way): a late RTS is
+    // refused, not kept as early traffic for a communicator that will
+    // never come, which would leave its sender waiting for an answer.
+    std::unordered_set<uint64_t> revoked_gone_;
     RequestPool pool_;
     struct PendingPull {
         Request* r;
