@@ -515,8 +515,11 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
             return;
         }
     } else if (revoked_gone_.count(h.context & ~(coll_bit | create_bit))) {
-        // Freed here while revoked: nobody will receive it. A rendezvous
-        // sender waits for an answer (P2p::revoke_pending): refuse it.
+        // Freed here while revoked: nobody will receive it. It has arrived
+        // all the same (its sender counted it: the drain's sums must see
+        // it here too), and a rendezvous sender waits for an answer
+        // (P2p::revoke_pending): refuse it.
+        if (!(h.context & coll_bit)) bump(WEFT_STATE_P2P_RECEIVED_OFF);
         if (is_rts(h.kind)) queue_refusal(source_peer, h.cookie, WEFT_ERR_REVOKED);
         WEFT_LOG(debug, "dropped a message from job rank %u for communicator %llx, freed here after its revoke",
                  source_peer, static_cast<unsigned long long>(h.context));
