@@ -12,6 +12,12 @@
 //   crc      CRC-32C over the M MiB (the checksum's share of the write);
 //   ckpt     weft_checkpoint, its phases (drain, write, fsync, commit);
 //   restart  weft_restart of that generation, its phases.
+// With --release, the hooks for transparent checkpointers instead: every
+// rank's M MiB live in a window weft allocated, and each repetition times
+//   raw      as above (the image's own floor: writing those bytes);
+//   release  weft_ckpt_release (drain, quiesce, let go of the transport);
+//   rebuild  weft_ckpt_rebuild (launcher, identities, transport, windows);
+// then checks the window's contents and a put through the rebuilt fabric.
 // Nothing is deleted until the end (see main). A phase's time for the job
 // is its slowest rank's (allreduce max); rank 0
 // prints the medians over the repetitions as RESULT lines, and the ratio of
@@ -105,6 +111,51 @@ struct Bench {
         return now_ns() - t0;  // the file stays until the end (see main)
     }
 
+    // --release: the hooks' cost against writing the same bytes.
+    void run_release() {
+        state.resize(bytes / 8);
+        void* base = nullptr;
+        weft_window_t win = nullptr;
+        check(weft_window_allocate(ctx, bytes, &base, &win), "weft_window_allocate");
+        auto* words = static_cast<uint64_t*>(base);
+        const size_t nwords = bytes / 8;
+        for (size_t i = 0; i < nwords; ++i) words[i] = state[i] = i * 0x9e3779b97f4a7c15ull + rank;
+        const uint32_t right = (rank + 1) % size, left = (rank + size - 1) % size;
+        std::vector<double> raw, rel, reb, ratio;
+        for (int r = 0; r < reps; ++r) {
+            check(weft_barrier(world), "barrier");
+            const uint64_t raw_ns = raw_write(r);
+            raw.push_back(slowest_ms(raw_ns));
+            check(weft_barrier(world), "barrier");
+            uint64_t t0 = now_ns();
+            check(weft_ckpt_release(ctx), "weft_ckpt_release");
+            const uint64_t rel_ns = now_ns() - t0;
+            t0 = now_ns();
+            check(weft_ckpt_rebuild(ctx), "weft_ckpt_rebuild");
+            const uint64_t reb_ns = now_ns() - t0;
+            rel.push_back(slowest_ms(rel_ns));
+            reb.push_back(slowest_ms(reb_ns));
+            uint64_t mine = uint64_t(1000.0 * double(rel_ns + reb_ns) / double(raw_ns)), worst = 0;
+            check(weft_allreduce(world, &mine, &worst, 1, WEFT_UINT64, WEFT_OP_MAX), "allreduce");
+            ratio.push_back(double(worst) / 1000.0);
+            // The memory came through, and the fabric carries a put again.
+            if (words[0] != state[0] || words[nwords - 1] != state[nwords - 1])
+                check(WEFT_ERR_PROTOCOL, "the window's contents changed across the release");
+            const uint64_t v = (uint64_t(r) << 32) | rank;
+            check(weft_put(win, right, 8, &v, 8), "put");
+            check(weft_flush(win, right), "flush");
+            check(weft_barrier(world), "barrier");
+            if (words[1] != ((uint64_t(r) << 32) | left)) check(WEFT_ERR_PROTOCOL, "a put after the rebuild was lost");
+            words[1] = state[1];
+        }
+        check(weft_window_free(win), "weft_window_free");
+        if (rank == 0)
+            std::printf(
+                "RESULT release ranks=%u mib_per_rank=%.0f raw_ms=%.2f release_ms=%.2f rebuild_ms=%.2f "
+                "hooks_over_raw=%.2f\n",
+                size, double(bytes) / double(1 << 20), median(raw), median(rel), median(reb), median(ratio));
+    }
+
     void run() {
         state.resize(bytes / 8);
         for (size_t i = 0; i < state.size(); ++i) state[i] = i * 0x9e3779b97f4a7c15ull + rank;
@@ -177,15 +228,23 @@ int main(int argc, char** argv) {
     bench::parse_cli(argc, argv,
                      "ckpt_bench: checkpoint and restart phases against the disk's fsync'd write rate "
                      "(bench/RESULTS.md)\n"
-                     "usage: weft-run -n N ckpt_bench [--mib M] [--reps R] [--dir DIR] [--inflight K] [--smoke]\n",
-                     {{"--mib", true}, {"--reps", true}, {"--dir", true}, {"--inflight", true}, {"--smoke", false}});
+                     "usage: weft-run -n N ckpt_bench [--mib M] [--reps R] [--dir DIR] [--inflight K] [--release] "
+                     "[--smoke]\n",
+                     {{"--mib", true},
+                      {"--reps", true},
+                      {"--dir", true},
+                      {"--inflight", true},
+                      {"--release", false},
+                      {"--smoke", false}});
     // Nothing is deleted while anything is timed: on this machine's disk
     // (ext4 mounted with discard) a deletion's TRIM lands on the next
     // fsync, whoever makes it. Every generation is kept (and the raw files
     // too) until the run's end, when the folder goes.
     setenv("WEFT_CKPT_KEEP", "1000000", 1);
     Bench b;
+    bool release = false;
     for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--release")) release = true;
         if (!std::strcmp(argv[i], "--mib")) b.bytes = size_t(std::strtoull(argv[++i], nullptr, 10)) << 20;
         if (!std::strcmp(argv[i], "--reps")) b.reps = std::atoi(argv[++i]);
         if (!std::strcmp(argv[i], "--dir")) b.dir = argv[++i];
@@ -208,7 +267,10 @@ int main(int argc, char** argv) {
     }
     check(weft_bcast(b.world, name, sizeof name, WEFT_BYTE, 0), "bcast");
     b.dir = name;
-    b.run();
+    if (release)
+        b.run_release();
+    else
+        b.run();
     check(weft_barrier(b.world), "barrier");
     if (b.rank == 0) {
         const std::string cmd = "rm -rf '" + b.dir + "'";

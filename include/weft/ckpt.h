@@ -177,8 +177,9 @@ weft_status_t weft_ckpt_flush_wait(weft_context_t ctx, uint64_t generation, uint
  * weft_finalize is left, which tears the context down locally, as it does
  * for a context finalized while released.
  *
- * Transports that can release today: shm and UCX, with weft-run's
- * bootstrap or the caller's (weft_init_with_bootstrap); verbs and the PMIx
+ * Transports that can release today: shm, UCX and verbs, with weft-run's
+ * bootstrap or the caller's (weft_init_with_bootstrap); verbs connected by
+ * rdma_cm (librdmacm keeps its device contexts until exit) and the PMIx
  * bootstrap answer WEFT_ERR_UNSUPPORTED. A restored process must keep its
  * pid for weft-run to take it back (CRIU does; DMTCP's virtual pids do not).
  */

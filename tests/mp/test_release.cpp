@@ -4,7 +4,7 @@
 // process must hold no fabric resource (no shared mapping, no segment of
 // weft's open, no socket: the launcher's and UCX's closed) and keep every
 // window's memory, contents and address. Where the release cannot be done
-// (verbs, PMIx, a launch of several jobs) the call must say so
+// (verbs over rdma_cm, PMIx, a launch of several jobs) the call must say so
 // (UNSUPPORTED) and the job go on.
 #include "tests/mp/comm_util.hpp"
 
@@ -34,6 +34,10 @@ bool can_release() {
     if (expect && std::strcmp(expect, "unsupported") == 0) return false;
     weft_caps_t caps{};
     EXPECT_EQ(weft_query_caps(ctx, &caps), WEFT_OK);
+    if (std::strcmp(caps.transport, "verbs") == 0) {
+        const char* connect = std::getenv("WEFT_VERBS_CONNECT");
+        return !(connect && std::strcmp(connect, "rdma_cm") == 0);
+    }
     return std::strcmp(caps.transport, "shm") == 0 || std::strcmp(caps.transport, "ucx") == 0;
 }
 

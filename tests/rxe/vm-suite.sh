@@ -14,7 +14,7 @@ if [ -n "${WEFT_RXE_ASAN_DIR:-}" ]; then
   echo "=== verbs tests under ASan + UBSan ($WEFT_RXE_ASAN_DIR)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$here/../lsan.supp \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$WEFT_RXE_ASAN_DIR" -L rxe -R '^mp\.(verbs\.n3|transport\.verbs\.n2|fault\.point\.verbs\.n3|ft\.stop\.verbs\.n3|jobs\.verbs|cm\.verbs)$' \
+    ctest --test-dir "$WEFT_RXE_ASAN_DIR" -L rxe -R '^mp\.(verbs\.n3|transport\.verbs\.n2|fault\.point\.verbs\.n3|ft\.stop\.verbs\.n3|jobs\.verbs|cm\.verbs|release\.verbs\.n3)$' \
       --output-on-failure --timeout 300 || rc=1
 fi
 if [ "${WEFT_RXE_BENCH:-0}" = 1 ]; then

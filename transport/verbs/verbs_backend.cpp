@@ -75,9 +75,9 @@ uint8_t qp_retry() { return static_cast<uint8_t>(std::min<uint64_t>(env_u64("WEF
 
 // ------------------------------------------------------------------ init
 Status VerbsBackend::init() {
-    ConnectMode mode = ConnectMode::exchange;
-    Status st = connect_mode_from_env(mode);
+    Status st = connect_mode_from_env(mode_);
     if (st != WEFT_OK) return st;
+    const ConnectMode mode = mode_;
     st = open_device(dev_, mode == ConnectMode::rdma_cm);
     if (st != WEFT_OK) return st;
     nconns_ = rt_.universe_size();
@@ -87,7 +87,7 @@ Status VerbsBackend::init() {
     channel_ = ibv_create_comp_channel(dev_.ctx);
     if (!channel_) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: ibv_create_comp_channel: %s", std::strerror(errno));
     fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
-    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);  // kept across a release
     if (wake_fd_ < 0) return WEFT_FAIL(WEFT_ERR_TRANSPORT, "verbs: eventfd: %s", std::strerror(errno));
 
     // One CQ for every QP's sends and receives: it can never overflow
@@ -305,7 +305,12 @@ VerbsBackend::~VerbsBackend() {
             }
         }
     }
-    closing_ = true;
+    teardown();
+    if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void VerbsBackend::teardown() {
+    closing_ = true;  // the flushes that destroying QPs causes are not failures
     arrivals_.for_each([](Arrival& a) {
         if (a.pull.mr) ibv_dereg_mr(a.pull.mr);
         a.pull.mr = nullptr;
@@ -314,21 +319,34 @@ VerbsBackend::~VerbsBackend() {
     if (conns_)
         for (uint32_t p = 0; p < nconns_; ++p)
             if (conns_[p].qp) ibv_destroy_qp(conns_[p].qp);
+    conns_.reset();
+    nconns_ = 0;
     observer_.reset();
     // After the QPs: a destroyed rdma_cm_id tells the peer we disconnect.
     cm_.reset();
     if (local_mr_) ibv_dereg_mr(local_mr_);
     if (ctrl_mr_) ibv_dereg_mr(ctrl_mr_);
+    local_mr_ = ctrl_mr_ = nullptr;
     if (cq_) {
         if (unacked_events_) ibv_ack_cq_events(cq_, unacked_events_);
         ibv_destroy_cq(cq_);
     }
+    cq_ = nullptr;
+    unacked_events_ = 0;
     if (channel_) ibv_destroy_comp_channel(channel_);
+    channel_ = nullptr;
     if (pd_) ibv_dealloc_pd(pd_);
+    pd_ = nullptr;
     close_device(dev_);
     std::free(ctrl_mem_);
     std::free(local_mem_);
-    if (wake_fd_ >= 0) close(wake_fd_);
+    ctrl_mem_ = local_mem_ = nullptr;
+    local_len_ = 0;
+    service_.clear();
+    wc_pos_ = wc_count_ = 0;
+    max_inline_ = 0;
+    direct_ok_ = false;
+    closing_ = false;
 }
 
 void VerbsBackend::query_caps(weft_caps_t& c) const {
@@ -351,40 +369,54 @@ void VerbsBackend::query_caps(weft_caps_t& c) const {
 Status VerbsBackend::window_create(weft_window& w, bool allocate, void* base, size_t size) {
     auto* data = new WindowData{this, nullptr, nullptr};
     uint8_t* local = static_cast<uint8_t*>(base);
-    Status mine_st = WEFT_OK;
+    Status mine = WEFT_OK;
     if (allocate) {
         data->owned = alloc_pages(std::max<size_t>(size, 64));
-        if (!data->owned) mine_st = WEFT_FAIL(WEFT_ERR_NO_MEMORY, "verbs: cannot allocate a %zu-byte window", size);
+        if (!data->owned) mine = WEFT_FAIL(WEFT_ERR_NO_MEMORY, "verbs: cannot allocate a %zu-byte window", size);
         local = data->owned;
     }
-    if (mine_st == WEFT_OK && (allocate || size > 0)) {
+    const Status st = publish_window(w, *data, local, size, allocate, mine);
+    if (st != WEFT_OK) {
+        if (data->mr) ibv_dereg_mr(data->mr);
+        std::free(data->owned);
+        delete data;
+        return st;
+    }
+    w.backend_data = data;
+    w.local_base = local;
+    w.local_size = size;
+    return WEFT_OK;
+}
+
+Status VerbsBackend::publish_window(weft_window& w, WindowData& data, uint8_t* local, size_t size, bool allocate,
+                                    Status mine) {
+    if (mine == WEFT_OK && (allocate || size > 0)) {
         const size_t len = allocate ? std::max<size_t>(size, 64) : size;
-        data->mr = ibv_reg_mr(
+        data.mr = ibv_reg_mr(
             pd_, local, len,
             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-        if (!data->mr) {
+        if (!data.mr) {
             const int e = errno;
             // EFAULT/EINVAL: [base, base+size) is not (all) mapped memory of
             // this process. ENOMEM: out of pinnable memory (RLIMIT_MEMLOCK).
-            mine_st =
-                WEFT_FAIL(e == ENOMEM ? WEFT_ERR_NO_MEMORY : WEFT_ERR_INVALID_ARG,
-                          "verbs: ibv_reg_mr(%p, %zu bytes): %s", static_cast<void*>(local), len, std::strerror(e));
+            mine = WEFT_FAIL(e == ENOMEM ? WEFT_ERR_NO_MEMORY : WEFT_ERR_INVALID_ARG,
+                             "verbs: ibv_reg_mr(%p, %zu bytes): %s", static_cast<void*>(local), len, std::strerror(e));
         }
     }
     // Record: status, kind, addr, size, rkey. Every rank takes part even
     // after a local failure so that no peer hangs in the exchange.
-    std::vector<uint8_t> mine;
-    mine.push_back(static_cast<uint8_t>(mine_st));
-    mine.push_back(allocate ? 0 : 1);
+    std::vector<uint8_t> record;
+    record.push_back(static_cast<uint8_t>(mine));
+    record.push_back(allocate ? 0 : 1);
     const uint64_t where = reinterpret_cast<uint64_t>(local);
     const uint64_t sz = size;
-    const uint32_t rkey = data->mr ? data->mr->rkey : 0;
-    mine.insert(mine.end(), reinterpret_cast<const uint8_t*>(&where), reinterpret_cast<const uint8_t*>(&where) + 8);
-    mine.insert(mine.end(), reinterpret_cast<const uint8_t*>(&sz), reinterpret_cast<const uint8_t*>(&sz) + 8);
-    mine.insert(mine.end(), reinterpret_cast<const uint8_t*>(&rkey), reinterpret_cast<const uint8_t*>(&rkey) + 4);
+    const uint32_t rkey = data.mr ? data.mr->rkey : 0;
+    record.insert(record.end(), reinterpret_cast<const uint8_t*>(&where), reinterpret_cast<const uint8_t*>(&where) + 8);
+    record.insert(record.end(), reinterpret_cast<const uint8_t*>(&sz), reinterpret_cast<const uint8_t*>(&sz) + 8);
+    record.insert(record.end(), reinterpret_cast<const uint8_t*>(&rkey), reinterpret_cast<const uint8_t*>(&rkey) + 4);
 
     std::vector<std::vector<uint8_t>> all;
-    Status st = rt_.bootstrap().exchange(wire::Scope::job, mine, all, rt_.op_deadline());
+    Status st = rt_.bootstrap().exchange(wire::Scope::job, record, all, rt_.op_deadline());
     if (st != WEFT_OK) WEFT_LOG(error, "verbs: window exchange failed: %s", weft_strerror(st));
     const uint32_t n = rt_.size();
     if (st == WEFT_OK && all.size() != n)
@@ -401,12 +433,7 @@ Status VerbsBackend::window_create(weft_window& w, bool allocate, void* base, si
         else if (b[1] != (allocate ? 0 : 1))
             st = WEFT_FAIL(WEFT_ERR_INVALID_ARG, "rank %u called a different window constructor", r);
     }
-    if (st != WEFT_OK) {
-        if (data->mr) ibv_dereg_mr(data->mr);
-        std::free(data->owned);
-        delete data;
-        return st;
-    }
+    if (st != WEFT_OK) return st;
     w.remote_storage.assign(n, RemoteRegion{});
     for (uint32_t r = 0; r < n; ++r) {
         RemoteRegion& reg = w.remote_storage[r];
@@ -418,9 +445,6 @@ Status VerbsBackend::window_create(weft_window& w, bool allocate, void* base, si
     // Informational only: even our own rank is reached through the loopback
     // QP, never through this pointer (NIC vs CPU atomics, see state_window.h).
     w.remote_storage[rt_.rank()].direct = local;
-    w.backend_data = data;
-    w.local_base = local;
-    w.local_size = size;
     // Chosen here, not per operation: no capability check on the hot path.
     w.ops = atomics_available() ? &verbs_ops : &verbs_no_atomics_ops;
     return WEFT_OK;
@@ -791,6 +815,70 @@ ObserverChannel* VerbsBackend::observer_channel(const weft_window& state_window)
     if (!observer_ || !atomics_available()) return nullptr;
     observer_->bind(state_window);
     return observer_.get();
+}
+
+// ------------------------------------------- transparent checkpointing
+bool VerbsBackend::can_release(std::string& why) const {
+    if (mode_ != ConnectMode::rdma_cm) return true;
+    // librdmacm opens every device when first used and keeps those contexts
+    // (and the QPs' doorbell mappings of that context) until the process
+    // exits: nothing weft can let go of.
+    why = "verbs over rdma_cm (WEFT_VERBS_CONNECT=rdma_cm): librdmacm keeps its device contexts open until exit";
+    return false;
+}
+
+Status VerbsBackend::complete_sends(Deadline d) {
+    // RC retires a WR once the target's NIC acknowledged it: a QP whose
+    // every WR has retired has delivered everything we sent on it.
+    Backoff backoff(Backoff::nic_completion, d);
+    for (uint32_t p = 0; p < nconns_; ++p) {
+        Conn& c = conns_[p];
+        while (!c.dead && !rt_.peer_failed(p) && c.completed < c.posted) {
+            if (c.unsignalled_tail()) nudge(c);
+            if (poll() > 0) continue;
+            if (d.passed())
+                return WEFT_FAIL(WEFT_ERR_TIMEOUT, "verbs: %llu WRs to peer %u did not complete before the release",
+                                 static_cast<unsigned long long>(c.posted - c.completed), p);
+            backoff.pause();
+        }
+    }
+    return WEFT_OK;
+}
+
+// Every window's registration goes (its memory is weft's or the program's
+// and stays where it is, contents and all), then every QP, CQ, PD, the
+// device context and the queues' registered memory (teardown). Credits owed
+// and receive slots need no saving: the rebuild starts every connection
+// afresh on both sides.
+Status VerbsBackend::release(std::span<weft_window* const> windows) {
+    Status result = WEFT_OK;
+    if (!arrivals_.empty())  // the quiescing should have delivered them: say so rather than lose them quietly
+        result = WEFT_FAIL(WEFT_ERR_PROTOCOL, "verbs release: messages arrived and not delivered are dropped");
+    for (weft_window* w : windows) {
+        w->ops = &released_ops;
+        for (auto& reg : w->remote_storage) {
+            reg.rkey32 = 0;
+            reg.direct = nullptr;
+        }
+        auto* data = static_cast<WindowData*>(w->backend_data);
+        if (data && data->mr) ibv_dereg_mr(data->mr);
+        if (data) data->mr = nullptr;
+    }
+    teardown();
+    return result;
+}
+
+Status VerbsBackend::rebuild(std::span<weft_window* const> windows) {
+    if (Status st = init(); st != WEFT_OK) return st;
+    // Registered again where they are, keys exchanged in creation order
+    // (every rank has the same live windows in the same order).
+    for (weft_window* w : windows) {
+        auto* data = static_cast<WindowData*>(w->backend_data);
+        if (!data) continue;
+        if (Status st = publish_window(*w, *data, w->local_base, w->local_size, w->allocated, WEFT_OK); st != WEFT_OK)
+            return st;
+    }
+    return WEFT_OK;
 }
 
 void VerbsBackend::peer_failed(uint32_t peer) {

@@ -26,6 +26,11 @@
 //   * control words (PeerCtrl): credits and rendezvous completions written by
 //     the peer, the atomic result buffer, source words for our own writes.
 //
+// Transparent checkpointing (weft_ckpt_release/_rebuild): the release
+// deregisters the windows (their memory is weft's or the program's and
+// stays) and tears everything else down, device context included; the
+// rebuild is init() again and every window registered where it was.
+//
 // Failures: any work completion with an error status (retry exceeded from a
 // dead peer, remote access error, ...) moves that QP to ERR and declares the
 // peer failed (Runtime::declare_failed) — the immediate source of the
@@ -164,6 +169,10 @@ public:
     void wake() override;
     void peer_failed(uint32_t peer) override;
     ObserverChannel* observer_channel(const weft_window& state_window) override;
+    bool can_release(std::string& why) const override;
+    Status complete_sends(Deadline d) override;
+    Status release(std::span<weft_window* const> windows) override;
+    Status rebuild(std::span<weft_window* const> windows) override;
 
     // ------------------------------------------------------- datapath
     // (verbs_datapath.cpp; called through the window's RmaOps table)
@@ -246,8 +255,17 @@ private:
     Status send_eager(Conn& c, uint32_t imm, const void* payload, size_t len);
     Status use_record(Conn& c, const ConnRecord& r);
     Status bring_up(ibv_qp* qp, uint32_t peer, const uint8_t* remote, uint32_t remote_qpn);
+    // Registers [local, local+size) for w (unless mine already failed) and
+    // exchanges every rank's record over the job; on success w's remote
+    // regions and ops are set (window_create, rebuild).
+    Status publish_window(weft_window& w, WindowData& data, uint8_t* local, size_t size, bool allocate, Status mine);
+    // Every fabric resource goes and the members are as before init(),
+    // except the wake eventfd, which other threads may write at any time
+    // (the destructor, release).
+    void teardown();
 
     Runtime& rt_;
+    ConnectMode mode_ = ConnectMode::exchange;
     Device dev_;
     ibv_pd* pd_ = nullptr;
     ibv_comp_channel* channel_ = nullptr;
