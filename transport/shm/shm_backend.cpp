@@ -169,6 +169,7 @@ public:
     }
     Status window_create(weft_window& w, bool allocate, void* base, size_t size) override;
     void window_destroy(weft_window& w) override;
+    void free_heap(uint64_t off, uint64_t size);
     Status flush(weft_window&, uint32_t) override {
         // Stores to mapped memory are coherent; cross-memory writes are
         // complete when their syscall returns. A full fence orders them
@@ -386,7 +387,9 @@ Status ShmBackend::release(std::span<weft_window* const> windows) {
     const Runs used = file_data_runs(memfd_, heap_offset_, total_size_);
     uint64_t keep = 0;
     for (const auto& [off, size] : used) keep += size;
-    void* aside = keep ? mmap(nullptr, keep, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : nullptr;
+    // Populated at once: one call instead of a page fault per page.
+    void* aside =
+        keep ? mmap(nullptr, keep, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0) : nullptr;
     if (aside == MAP_FAILED) return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "release: mmap: %s", std::strerror(errno));
     uint64_t at = 0;
     for (const auto& [off, size] : used) {
@@ -402,12 +405,19 @@ Status ShmBackend::release(std::span<weft_window* const> windows) {
         if (aside) munmap(aside, keep);
         return WEFT_FAIL(WEFT_ERR_NO_MEMORY, "release: replacing the segment: %s", std::strerror(e));
     }
+    // Then the pages themselves are moved into place (mremap moves page
+    // table entries, no byte is copied twice); the runs are whole pages
+    // (the memfd's data granularity). A run that cannot move is copied.
     at = 0;
     for (const auto& [off, size] : used) {
-        std::memcpy(base_ + off, static_cast<uint8_t*>(aside) + at, size);
+        uint8_t* from = static_cast<uint8_t*>(aside) + at;
+        // The system call itself: UCX's memory hooks (libucm, loaded with
+        // weft) replace mremap() and drop MREMAP_FIXED's fifth argument.
+        const long moved = syscall(SYS_mremap, from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base_ + off);
+        if (moved != reinterpret_cast<long>(base_ + off)) std::memcpy(base_ + off, from, size);
         at += size;
     }
-    if (aside) munmap(aside, keep);
+    if (aside) munmap(aside, keep);  // what is left of it: the runs that were copied
     header_ = nullptr;
     close(memfd_);
     memfd_ = -1;
@@ -449,8 +459,7 @@ Status ShmBackend::window_create(weft_window& w, bool allocate, void* base, size
     uint64_t where = reinterpret_cast<uint64_t>(base);
     if (allocate) {
         if (heap_.alloc(size, data->heap_offset)) {
-            where = data->heap_offset;
-            std::memset(base_ + header_->heap_offset + where, 0, size);
+            where = data->heap_offset;  // zeroes already: free heap bytes always are (free_heap)
         } else {
             WEFT_LOG(error, "shm heap exhausted: %zu bytes wanted (set WEFT_SHM_HEAP_MB)", size);
             kind = 2;  // still take part in the exchange so peers do not hang
@@ -466,7 +475,7 @@ Status ShmBackend::window_create(weft_window& w, bool allocate, void* base, size
     std::vector<std::vector<uint8_t>> all;
     Status st = rt_.bootstrap().exchange(wire::Scope::job, mine, all, rt_.op_deadline());
     auto undo = [&](Status s) {
-        if (allocate && kind == 0) heap_.release(data->heap_offset, size);
+        if (allocate && kind == 0) free_heap(data->heap_offset, size);
         delete data;
         return s;
     };
@@ -505,9 +514,31 @@ Status ShmBackend::window_create(weft_window& w, bool allocate, void* base, size
 void ShmBackend::window_destroy(weft_window& w) {
     auto* data = static_cast<WindowData*>(w.backend_data);
     if (!data) return;
-    if (w.allocated) heap_.release(data->heap_offset, data->size);
+    if (w.allocated) free_heap(data->heap_offset, data->size);
     delete data;
     w.backend_data = nullptr;
+}
+
+// The heap's rule: a free byte reads zero, so a new window needs no
+// clearing. The freed range's whole pages become a hole in the memfd (no
+// memory, and nothing for a release or a rebuild to copy: the bulk
+// collective window alone is megabytes of mostly untouched pages, which a
+// memset at creation used to make resident); its partial pages, shared
+// with neighbours, are cleared.
+void ShmBackend::free_heap(uint64_t off, uint64_t size) {
+    heap_.release(off, size);
+    if (!header_) return;  // released or abandoned: no segment to keep the rule in
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t from = heap_offset_ + off, to = from + ((size ? size : 64) + 63) / 64 * 64;
+    const uint64_t hole_from = (from + page - 1) / page * page, hole_to = to / page * page;
+    if (hole_from >= hole_to ||
+        fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(hole_from),
+                  static_cast<off_t>(hole_to - hole_from)) != 0) {
+        std::memset(base_ + from, 0, to - from);
+        return;
+    }
+    std::memset(base_ + from, 0, hole_from - from);
+    std::memset(base_ + hole_to, 0, to - hole_to);
 }
 
 Status ShmBackend::push(uint32_t peer, shm::RecordType type, uint16_t id, uint64_t aux, const void* a, uint32_t alen) {
