@@ -9,6 +9,8 @@
 #include <csignal>
 #include <thread>
 #include <sched.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -248,6 +250,11 @@ void hit(const char* name) {
     }
 }
 }  // namespace fault
+
+void* move_pages(void* from, size_t len, void* to) {
+    const long r = syscall(SYS_mremap, from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+    return r == reinterpret_cast<long>(to) ? to : MAP_FAILED;
+}
 }  // namespace weft
 
 extern "C" const char* weft_strerror(weft_status_t status) {

@@ -232,6 +232,12 @@ private:
     uint64_t timed_since_ = 0;  // first pause on the timed rung (0: not yet)
 };
 
+// mremap(2) itself, moving len bytes of whole pages from `from` to `to`
+// (replacing what is there); returns `to`, or MAP_FAILED. Not through
+// mremap(): UCX's memory hooks (libucm, loaded with weft) replace it and
+// drop MREMAP_FIXED's address.
+void* move_pages(void* from, size_t len, void* to);
+
 // Named fault points: WEFT_FAULT_POINT("transport.init.exchanged") makes
 // this process SIGKILL (or SIGSTOP) itself when weft-run armed that point
 // for this rank (--fault kill:rank=R:at=NAME[:count=K]). Unarmed cost: one

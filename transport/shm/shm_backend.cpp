@@ -411,10 +411,7 @@ Status ShmBackend::release(std::span<weft_window* const> windows) {
     at = 0;
     for (const auto& [off, size] : used) {
         uint8_t* from = static_cast<uint8_t*>(aside) + at;
-        // The system call itself: UCX's memory hooks (libucm, loaded with
-        // weft) replace mremap() and drop MREMAP_FIXED's fifth argument.
-        const long moved = syscall(SYS_mremap, from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base_ + off);
-        if (moved != reinterpret_cast<long>(base_ + off)) std::memcpy(base_ + off, from, size);
+        if (move_pages(from, size, base_ + off) != base_ + off) std::memcpy(base_ + off, from, size);
         at += size;
     }
     if (aside) munmap(aside, keep);  // what is left of it: the runs that were copied

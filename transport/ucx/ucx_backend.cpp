@@ -477,19 +477,34 @@ Status UcxBackend::release(std::span<weft_window* const> windows) {
             data->memh = nullptr;
             continue;
         }
-        const std::vector<uint8_t> saved(w->local_base, w->local_base + w->local_size);
+        // Copied once into populated private memory, then those pages moved
+        // to the window's address once UCX has let go of it.
+        const size_t len = whole_pages(data->map_len);
+        void* aside = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (aside == MAP_FAILED) {
+            result = WEFT_FAIL(WEFT_ERR_NO_MEMORY, "release: no memory to keep a window's %zu bytes in: %s", len,
+                               std::strerror(errno));
+            continue;
+        }
+        std::memcpy(aside, w->local_base, w->local_size);
         ucp_mem_unmap(context_, data->memh);
         data->memh = nullptr;
-        void* m = mmap(w->local_base, whole_pages(data->map_len), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        // Reserved first (NOREPLACE): a range someone else took meanwhile
+        // is an error, not something to overwrite.
+        void* m =
+            mmap(w->local_base, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
         if (m != w->local_base) {
-            if (m != MAP_FAILED) munmap(m, whole_pages(data->map_len));
+            if (m != MAP_FAILED) munmap(m, len);
+            munmap(aside, len);
             result = WEFT_FAIL(WEFT_ERR_NO_MEMORY,
                                "release: a window's range was not free once UCX let go of it (%s): its memory is lost",
                                m == MAP_FAILED ? std::strerror(errno) : "placed elsewhere");
             continue;
         }
-        std::memcpy(w->local_base, saved.data(), saved.size());
+        if (move_pages(aside, len, w->local_base) != w->local_base) {
+            std::memcpy(w->local_base, aside, w->local_size);
+            munmap(aside, len);
+        }
     }
     teardown();
     return result;
@@ -505,10 +520,19 @@ Status UcxBackend::rebuild(std::span<weft_window* const> windows) {
         if (data->map_len > 0) {
             // The window's memory first, put back where it was.
             const bool ucx_allocates = w->allocated && !data->owned;
-            std::vector<uint8_t> saved;
+            // The contents move aside (page tables, no copy), freeing the
+            // range for UCX to allocate in; copied back once it has.
+            // (mremap moves nothing unless told where: a reservation first.)
+            const size_t len = whole_pages(data->map_len);
+            void* aside = nullptr;
+            ucs_status_t s = UCS_OK;
             if (ucx_allocates) {
-                saved.assign(local, local + w->local_size);
-                munmap(local, whole_pages(data->map_len));
+                aside = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                if (aside == MAP_FAILED || move_pages(local, len, aside) != aside) {
+                    if (aside != MAP_FAILED) munmap(aside, len);
+                    aside = nullptr;  // the memory stays where it is; the rebuild fails below
+                    s = UCS_ERR_NO_MEMORY;
+                }
             }
             ucp_mem_map_params_t mp;
             mp.field_mask =
@@ -516,7 +540,7 @@ Status UcxBackend::rebuild(std::span<weft_window* const> windows) {
             mp.address = local;
             mp.length = data->map_len;
             mp.flags = ucx_allocates ? UCP_MEM_MAP_ALLOCATE | UCP_MEM_MAP_FIXED : 0;
-            ucs_status_t s = ucp_mem_map(context_, &mp, &data->memh);
+            if (s == UCS_OK) s = ucp_mem_map(context_, &mp, &data->memh);
             if (s == UCS_OK && ucx_allocates) {
                 ucp_mem_attr_t ma;
                 ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
@@ -529,8 +553,9 @@ Status UcxBackend::rebuild(std::span<weft_window* const> windows) {
                 data->memh = nullptr;
                 kind = 2;
             } else if (ucx_allocates) {
-                std::memcpy(local, saved.data(), saved.size());
+                std::memcpy(local, aside, w->local_size);
             }
+            if (aside) munmap(aside, len);
         }
         if (Status st = publish_window(*w, data, kind, local, w->allocated); st != WEFT_OK) return st;
     }
