@@ -262,6 +262,7 @@ void P2p::bump(uint64_t off) {
 // ------------------------------------------------------------ sending
 Status P2p::send_now(Comm& c, const void* buf, size_t bytes, uint32_t dest, int32_t tag) {
     const uint32_t peer = c.members[dest];
+    if (__builtin_expect(c.revoked, 0)) return revoked_since_entry(c, "send");
     if (rt_.peer_failed(peer))
         return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: rank %u (job rank %u) has failed", dest, peer);
     const MsgHeader h{c.id, static_cast<int32_t>(c.rank), tag, bytes, 0, 0, eager, 0};
@@ -279,6 +280,10 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
     r->dest_peer = peer;
     r->sync = sync;
     out = r;
+    if (__builtin_expect(c.revoked, 0) && !(ctx_bits & create_bit)) {
+        complete(*r, revoked_since_entry(c, "send"));
+        return WEFT_OK;
+    }
     if (rt_.peer_failed(peer)) {
         complete(*r, WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: rank %u (job rank %u) has failed", dest, peer));
         return WEFT_OK;
@@ -350,6 +355,14 @@ Status P2p::irecv(Comm& c, uint64_t ctx_bits, void* buf, size_t cap, int32_t src
     r->src = src;
     r->tag = tag;
     out = r;
+    if (__builtin_expect(c.revoked, 0) && ctx_bits != create_bit) {
+        // Not posted: revoke_pending has completed every receive of c, and
+        // a receive posted after it would take a message its sender sent
+        // before it heard of the revoke — the one an earlier receive,
+        // failed by the revoke, was meant for (chaos seed 1036: TRUNCATE).
+        complete(*r, revoked_since_entry(c, "receive"));
+        return WEFT_OK;
+    }
     MatchQueue& q = ctx_bits == coll_bit ? c.coll : ctx_bits == create_bit ? c.create : c.p2p;
     for (auto it = q.unexpected.begin(); it != q.unexpected.end(); ++it) {
         if (!matches(src, tag, it->src, it->tag)) continue;
@@ -665,6 +678,16 @@ void P2p::peer_gone(uint32_t peer, bool departed) {
     for_each_awaiting([&](Request& r) {
         if (r.dest_peer == peer) complete(r, WEFT_ERR_PEER_FAILED);
     });
+}
+
+// The API checked c before it took weft (usable_comm); another thread
+// holding weft meanwhile — the drain's, whose rounds progress while the
+// caller waits at the gate, or a progress thread — can have taken in the
+// revoke notice since. Such an operation fails as one started after the
+// revoke does.
+Status P2p::revoked_since_entry(const Comm& c, const char* what) {
+    return WEFT_FAIL(WEFT_ERR_REVOKED, "%s: communicator %llx was revoked", what,
+                     static_cast<unsigned long long>(c.id));
 }
 
 void P2p::revoke_pending(Comm& c) {

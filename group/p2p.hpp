@@ -205,6 +205,10 @@ public:
     // Revoke (group/ft.cpp): fails c's posted receives and the sends
     // awaiting a reply that no pull can still be reading.
     void revoke_pending(Comm& c);
+    // What an operation on c answers when c was revoked after the API
+    // checked it (another thread — the drain's — took the notice in before
+    // this one took weft): the operation is not started.
+    [[gnu::cold]] static Status revoked_since_entry(const Comm& c, const char* what);
 
     // The wire header of every point-to-point message (p2p.cpp).
     enum MsgKind : uint32_t { eager = 0, eager_sync = 1, rts = 2, rts_sync = 3 };
