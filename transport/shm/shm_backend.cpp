@@ -524,11 +524,13 @@ void ShmBackend::window_destroy(weft_window& w) {
 // with neighbours, are cleared.
 void ShmBackend::free_heap(uint64_t off, uint64_t size) {
     heap_.release(off, size);
-    if (!header_) return;  // released or abandoned: no segment to keep the rule in
+    if (!base_) return;
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     const uint64_t from = heap_offset_ + off, to = from + ((size ? size : 64) + 63) / 64 * 64;
     const uint64_t hole_from = (from + page - 1) / page * page, hole_to = to / page * page;
-    if (hole_from >= hole_to ||
+    // Released (no memfd: the heap is private memory until the rebuild
+    // copies it into a new one) or no whole page: cleared in place.
+    if (memfd_ < 0 || hole_from >= hole_to ||
         fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(hole_from),
                   static_cast<off_t>(hole_to - hole_from)) != 0) {
         std::memset(base_ + from, 0, to - from);
