@@ -60,8 +60,10 @@ public:
         free_.clear();
         free_[0] = size;
     }
+    // The bytes a window of `size` occupies in the heap.
+    static uint64_t span(uint64_t size) { return round_up(size ? size : 64, 64); }
     bool alloc(uint64_t size, uint64_t& off) {
-        size = round_up(size ? size : 64, 64);
+        size = span(size);
         for (auto it = free_.begin(); it != free_.end(); ++it) {
             if (it->second < size) continue;
             off = it->first;
@@ -73,7 +75,7 @@ public:
         return false;
     }
     void release(uint64_t off, uint64_t size) {
-        size = round_up(size ? size : 64, 64);
+        size = span(size);
         auto it = free_.emplace(off, size).first;
         auto next = std::next(it);
         if (next != free_.end() && it->first + it->second == next->first) {
@@ -526,7 +528,7 @@ void ShmBackend::free_heap(uint64_t off, uint64_t size) {
     heap_.release(off, size);
     if (!base_) return;
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t from = heap_offset_ + off, to = from + ((size ? size : 64) + 63) / 64 * 64;
+    const uint64_t from = heap_offset_ + off, to = from + HeapAllocator::span(size);
     const uint64_t hole_from = (from + page - 1) / page * page, hole_to = to / page * page;
     // Released (no memfd: the heap is private memory until the rebuild
     // copies it into a new one) or no whole page: cleared in place.

@@ -295,16 +295,7 @@ Status VerbsBackend::bring_up(ibv_qp* qp, uint32_t peer, const uint8_t* remote, 
 VerbsBackend::~VerbsBackend() {
     // Let our last sends (finalize's goodbyes, credits) leave before the QPs
     // go: a destroyed QP drops what it has not transmitted.
-    if (conns_ && cq_) {
-        const Deadline d = Deadline::after_ns(std::min<uint64_t>(rt_.timeout_ns(), 2000000000ull));
-        for (uint32_t p = 0; p < nconns_; ++p) {
-            Conn& c = conns_[p];
-            while (c.qp && !c.dead && !rt_.peer_failed(p) && c.completed < c.posted && !d.passed()) {
-                if (c.last_signaled <= c.completed) nudge(c);
-                if (poll() == 0) sched_yield();
-            }
-        }
-    }
+    if (conns_ && cq_) (void)complete_sends(Deadline::after_ns(std::min<uint64_t>(rt_.timeout_ns(), 2000000000ull)));
     teardown();
     if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -829,15 +820,16 @@ bool VerbsBackend::can_release(std::string& why) const {
 
 Status VerbsBackend::complete_sends(Deadline d) {
     // RC retires a WR once the target's NIC acknowledged it: a QP whose
-    // every WR has retired has delivered everything we sent on it.
+    // every WR has retired has delivered everything we sent on it. (Also
+    // the destructor's last wait: a destroyed QP drops what it holds.)
     Backoff backoff(Backoff::nic_completion, d);
     for (uint32_t p = 0; p < nconns_; ++p) {
         Conn& c = conns_[p];
-        while (!c.dead && !rt_.peer_failed(p) && c.completed < c.posted) {
+        while (c.qp && !c.dead && !rt_.peer_failed(p) && c.completed < c.posted) {
             if (c.unsignalled_tail()) nudge(c);
             if (poll() > 0) continue;
             if (d.passed())
-                return WEFT_FAIL(WEFT_ERR_TIMEOUT, "verbs: %llu WRs to peer %u did not complete before the release",
+                return WEFT_FAIL(WEFT_ERR_TIMEOUT, "verbs: %llu WRs to peer %u did not complete in time",
                                  static_cast<unsigned long long>(c.posted - c.completed), p);
             backoff.pause();
         }
@@ -861,8 +853,9 @@ Status VerbsBackend::release(std::span<weft_window* const> windows) {
             reg.direct = nullptr;
         }
         auto* data = static_cast<WindowData*>(w->backend_data);
-        if (data && data->mr) ibv_dereg_mr(data->mr);
-        if (data) data->mr = nullptr;
+        if (!data || !data->mr) continue;
+        ibv_dereg_mr(data->mr);
+        data->mr = nullptr;
     }
     teardown();
     return result;

@@ -52,7 +52,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <sched.h>
 #include <vector>
 
 namespace weft::verbs {
