@@ -9,7 +9,9 @@
 #          program writes DIR/pid.RANK where WEFT_MPI_TEST_PIDDIR says);
 #        TARGET "launcher:READY": the launcher (mpirun, mpiexec), which
 #          forwards it to every rank, once stdout matches READY (before the
-#          layer's handler is installed SIGUSR1 would end a rank);
+#          layer's handler is installed SIGUSR1 would end a rank), and no
+#          longer once a rank entered MPI_Finalize (the layer creates
+#          DIR/finalizing.RANK there);
 #   3. the layered run must exit 0 with the same result, and at least
 #      MIN_DRAINS drains must reach a quiescent point. A launcher's signal
 #      reaches every rank but must make one drain, not one per rank: no
@@ -78,7 +80,7 @@ job=$!
 signals=0
 deadline=$((SECONDS + 60))
 case $TARGET in
-    ranks) until [ "$(ls "$tmp/pids" 2>/dev/null | wc -l)" -ge "$RANKS" ]; do
+    ranks) until [ "$(ls "$tmp/pids"/pid.* 2>/dev/null | wc -l)" -ge "$RANKS" ]; do
         kill -0 $job 2>/dev/null || break
         [ $SECONDS -lt $deadline ] || break
         sleep 0.05
@@ -103,10 +105,15 @@ while kill -0 $job 2>/dev/null; do
         pid=$(cat "$tmp/pids/pid.$r" 2>/dev/null)
         r=$(((r + 1) % RANKS))
     else
-        # A launcher whose ranks have begun to exit is tearing down, and Open
-        # MPI's mpirun no longer forwards a signal then: it dies of it (exit
-        # 138, once in a CI rehearsal's LAMMPS run). Signal it only while
-        # every rank runs.
+        # A launcher whose job is tearing down no longer forwards a signal:
+        # Open MPI's mpirun dies of it (exit 138; CI rehearsals: LAMMPS once
+        # when a rank had exited, HPCC once when none had yet). Signal it
+        # only while every rank runs and none has entered MPI_Finalize (the
+        # layer creates DIR/finalizing.RANK there).
+        if ls "$tmp/pids"/finalizing.* >/dev/null 2>&1; then
+            sleep 0.05
+            continue
+        fi
         if [ "$(ranks_running "$1")" -lt "$RANKS" ]; then
             sleep 0.05
             continue
