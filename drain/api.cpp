@@ -177,20 +177,28 @@ weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
 }
 
 weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arrived) {
-    if (Status st = live_ctx(ctx, __func__)) return st;
-    weft::RuntimeLock lock(*ctx->rt);
-    weft::group::drain_port_of(*ctx->rt)->count_external(sent, arrived);
+    weft::Runtime* rt = nullptr;
+    if (Status st = weft::api::live(ctx, rt, __func__)) return st;
+    weft::group::DrainPort* port = weft::group::drain_port_of(*rt);
+    if (!port) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", __func__);
+    weft::RuntimeLock lock(*rt);
+    port->count_external(sent, arrived);
     return WEFT_OK;
 }
 
+// The gate's calls need a live context, not its drain port: they check
+// only the handle (a stack brackets every call into MPI with them, so the
+// layer lookup of live_ctx would be paid several times per message).
 weft_status_t weft_drain_enter(weft_context_t ctx) {
-    if (Status st = live_ctx(ctx, __func__)) return st;
+    weft::Runtime* rt = nullptr;
+    if (Status st = weft::api::live(ctx, rt, __func__)) return st;
     weft::gate::enter();
     return WEFT_OK;
 }
 
 weft_status_t weft_drain_leave(weft_context_t ctx) {
-    if (Status st = live_ctx(ctx, __func__)) return st;
+    weft::Runtime* rt = nullptr;
+    if (Status st = weft::api::live(ctx, rt, __func__)) return st;
     weft::gate::ThreadDepth* t = weft::gate::self();
     if (t->depth.load() == 0) return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: not inside (unbalanced leave)", __func__);
     weft::gate::leave();
@@ -198,9 +206,16 @@ weft_status_t weft_drain_leave(weft_context_t ctx) {
 }
 
 weft_status_t weft_drain_yield(weft_context_t ctx) {
-    if (Status st = live_ctx(ctx, __func__)) return st;
+    weft::Runtime* rt = nullptr;
+    if (Status st = weft::api::live(ctx, rt, __func__)) return st;
     weft::gate::yield_if_closing();
     return WEFT_OK;
+}
+
+int weft_drain_closing(weft_context_t ctx) {
+    // No log for a dead context: this is polled, and the next
+    // weft_drain_yield reports it.
+    return weft::runtime_of(ctx) && weft::gate::closing() && !weft::gate::blocked_here() ? 1 : 0;
 }
 
 weft_status_t weft_drain_set_hooks(weft_context_t ctx, const weft_drain_hooks_t* hooks) {

@@ -144,6 +144,16 @@ static void fail(const char* what, weft_status_t st) {
  * asserts). The hook only tries the lock: a thread that holds it is inside
  * MPI, progressing it anyway. */
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Threads blocked on mpi_lock (lock_mpi counts them): a thread testing in a
+ * wait loop keeps the lock between tests unless this is non-zero or a
+ * drain is closing weft's gate (YIELD). */
+static int lock_wanted;
+static void lock_mpi(void) {
+    if (pthread_mutex_trylock(&mpi_lock) == 0) return;
+    __atomic_add_fetch(&lock_wanted, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&mpi_lock);
+    __atomic_sub_fetch(&lock_wanted, 1, __ATOMIC_RELAXED);
+}
 /* Synchronous sends in flight are advanced at every call and every wait
  * (their acknowledgments: see "synchronous mode"). */
 struct sync_send;
@@ -152,7 +162,7 @@ static void sync_progress(void);
 #define ENTER()                          \
     do {                                 \
         CHECK(weft_drain_enter(ctx));    \
-        pthread_mutex_lock(&mpi_lock);   \
+        lock_mpi();                      \
         if (sync_sends) sync_progress(); \
     } while (0)
 /* Communicators MPI_Comm_idup completed inside the call get their clocks
@@ -165,13 +175,21 @@ static void adopt_idups(void);
         CHECK(weft_drain_leave(ctx));       \
         if (nidups_complete) adopt_idups(); \
     } while (0)
-/* Between tests of a wait: a drain may take this thread out here. */
-#define YIELD()                          \
-    do {                                 \
-        pthread_mutex_unlock(&mpi_lock); \
-        CHECK(weft_drain_yield(ctx));    \
-        pthread_mutex_lock(&mpi_lock);   \
-        if (sync_sends) sync_progress(); \
+/* Between tests of a wait: a drain may take this thread out here. The
+ * thread lets go of the lock only when something needs it (a drain closing
+ * weft's gate, another thread), not at every test: an unlock and a lock per
+ * test were a quarter of an 8-byte ping-pong's samples under the layer
+ * (docs/mpi-layer.md, "Overhead"). The drain's progress hook needs no
+ * opening: weft runs it only while no program thread is inside the gate,
+ * and a waiting thread is. */
+#define YIELD()                                                                                                \
+    do {                                                                                                       \
+        if (__builtin_expect(weft_drain_closing(ctx) || __atomic_load_n(&lock_wanted, __ATOMIC_RELAXED), 0)) { \
+            pthread_mutex_unlock(&mpi_lock);                                                                   \
+            CHECK(weft_drain_yield(ctx));                                                                      \
+            lock_mpi();                                                                                        \
+        }                                                                                                      \
+        if (sync_sends) sync_progress();                                                                       \
     } while (0)
 
 /* ------------------------------------------------------------ bootstrap */
@@ -182,7 +200,7 @@ static int boot_iallgather(void* arg, const void* mine, size_t len, void* all, v
         free(r);
         return 1;
     }
-    pthread_mutex_lock(&mpi_lock); /* weft calls these outside every wrapper's lock */
+    lock_mpi(); /* weft calls these outside every wrapper's lock */
     const int rc = PMPI_Iallgather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE, boot_comm, r);
     pthread_mutex_unlock(&mpi_lock);
     if (rc != MPI_SUCCESS) {
@@ -196,7 +214,7 @@ static int boot_iallgather(void* arg, const void* mine, size_t len, void* all, v
 static int boot_test(void* arg, void* request, int* done) {
     (void)arg;
     MPI_Request* r = request;
-    pthread_mutex_lock(&mpi_lock);
+    lock_mpi();
     const int rc = PMPI_Test(r, done, MPI_STATUS_IGNORE);
     pthread_mutex_unlock(&mpi_lock);
     if (rc != MPI_SUCCESS) return 1;
@@ -264,7 +282,7 @@ static void adopt_tagged(MPI_Comm comm, int32_t tag) {
         fprintf(stderr, "weft-mpi rank %d: more than %d communicators\n", world_rank, COMM_MAX);
         abort_job();
     }
-    pthread_mutex_lock(&mpi_lock); /* local calls, but MPI must not see two at once */
+    lock_mpi(); /* local calls, but MPI must not see two at once */
     int n = 0;
     PMPI_Comm_size(comm, &n);
     MPI_Group group, world;
@@ -762,7 +780,7 @@ static uint64_t hook_buffer(void* arg) {
     (void)arg;
     uint64_t arrived = 0;
     /* Called with every program thread outside (or yielding): free at once. */
-    pthread_mutex_lock(&mpi_lock);
+    lock_mpi();
     const uint64_t drain = __atomic_load_n(&last_drain, __ATOMIC_RELAXED) + 1;
     sync_note_drain(drain);
     for (int i = 0; i < nposted; ++i) {
@@ -1253,7 +1271,7 @@ int MPI_Finalize(void) {
     do {                                                           \
         weft_drain_clock_t clock_ = clock_of(comm, name);          \
         CHECK(weft_drain_commit_begin(clock_));                    \
-        pthread_mutex_lock(&mpi_lock);                             \
+        lock_mpi();                                                \
         if (sync_sends) sync_progress();                           \
         const int rc_ = (call);                                    \
         CHECK(weft_drain_commit_finish(clock_));                   \
@@ -1429,7 +1447,7 @@ int MPI_Comm_free(MPI_Comm* comm) {
     do {                                                  \
         weft_drain_clock_t clock_ = clock_of(comm, name); \
         CHECK(weft_drain_commit_begin(clock_));           \
-        pthread_mutex_lock(&mpi_lock);                    \
+        lock_mpi();                                       \
         if (sync_sends) sync_progress();                  \
         const int rc_ = (call);                           \
         CHECK(weft_drain_commit_finish(clock_));          \
@@ -2213,7 +2231,7 @@ int MPI_Neighbor_alltoallw_init(const void* sbuf, const int scounts[], const MPI
 
 /* The persistent collective whose handle is `handle`, or NULL. */
 static persistent_t* persistent_collective(MPI_Request handle) {
-    pthread_mutex_lock(&mpi_lock);
+    lock_mpi();
     persistent_t* p = persistent_find(handle);
     pthread_mutex_unlock(&mpi_lock);
     return p && p->kind == PERSISTENT_COLLECTIVE ? p : NULL;
@@ -2222,7 +2240,7 @@ static persistent_t* persistent_collective(MPI_Request handle) {
 /* A persistent collective's start: begun inside its clock before the gate,
  * as a non-blocking collective's (NONBLOCKING_COLLECTIVE). */
 static int start_collective(persistent_t* p, MPI_Request* req) {
-    pthread_mutex_lock(&mpi_lock);
+    lock_mpi();
     const int active = posted_index(*req) >= 0;
     pthread_mutex_unlock(&mpi_lock);
     if (active) {

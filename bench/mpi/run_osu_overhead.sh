@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # run_osu_overhead.sh [BUILD_DIR] — libweft-mpi's overhead with no drain
 # pending (issue 18): OSU Micro-Benchmarks 7.4 under Debian's Open MPI,
-# 2 ranks, without and with the layer preloaded, alternating, ROUNDS rounds
-# (default 5); prints each pair and the medians' ratio (time with / time
-# without; for osu_bw, bandwidth without / bandwidth with). OSU is the one
-# .ci/run builds beside the PMIx anchors (WEFT_OSU_DIR, default
+# 2 ranks, alternating, ROUNDS rounds (default 5):
+#   without     the benchmark as it is (MPI_Init: MPI_THREAD_SINGLE);
+#   serialized  without the layer, its MPI_Init asking for
+#               MPI_THREAD_SERIALIZED (bench/mpi/serialized_init.c), the
+#               level the layer asks for: what the MPI itself costs more;
+#   with        the layer preloaded.
+# Prints each round and the medians' ratios (time with / time without,
+# and with / serialized; for osu_bw, bandwidth the other way round). OSU is
+# the one .ci/run builds beside the PMIx anchors (WEFT_OSU_DIR, default
 # ~/.cache/weft-anchors/osu-openmpi); without it the script says so.
 set -u
 BUILD=${1:-build}
@@ -17,7 +22,10 @@ value() { # the last number OSU prints (one size per run)
     timeout 120 mpirun.openmpi --oversubscribe -n 2 "$@" 2>/dev/null | awk '/^ *[0-9]/ {v=$NF} END {print v}'
 }
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+shim_dir=$(mktemp -d)
+trap 'rm -rf "$log" "$shim_dir"' EXIT
+SHIM=$shim_dir/serialized_init.so
+mpicc.openmpi -O2 -shared -fPIC -o "$SHIM" "$(dirname "$0")/serialized_init.c" || { echo "cannot build the shim"; exit 1; }
 echo "uptime before: $(uptime)"
 for r in $(seq 1 "${ROUNDS:-5}"); do
     for b in "pt2pt/osu_latency -m 8:8 -i 200000 -x 20000" "pt2pt/osu_bw -m 8192:8192 -i 2000 -x 200" \
@@ -26,23 +34,26 @@ for r in $(seq 1 "${ROUNDS:-5}"); do
         prog=${words[0]}
         args=("${words[@]:1}")
         without=$(value "$OSU/$prog" "${args[@]}")
+        serialized=$(value -x "LD_PRELOAD=$SHIM" "$OSU/$prog" "${args[@]}")
         with=$(value -x "LD_PRELOAD=$LIB" "$OSU/$prog" "${args[@]}")
-        echo "round $r $(basename "$prog") without $without with $with" | tee -a "$log"
+        echo "round $r $(basename "$prog") without $without serialized $serialized with $with" | tee -a "$log"
     done
 done
 echo "uptime after: $(uptime)"
 python3 - "$log" <<'PY'
 import collections, statistics, sys
-runs = collections.defaultdict(lambda: ([], []))
+runs = collections.defaultdict(lambda: ([], [], []))
 for line in open(sys.argv[1]):
     f = line.split()
-    runs[f[2]][0].append(float(f[4]))
-    runs[f[2]][1].append(float(f[6]))
-print("| benchmark | without (median) | with the layer (median) | ratio |")
-print("|---|---|---|---|")
-for name, (without, with_) in runs.items():
-    a, w = statistics.median(without), statistics.median(with_)
-    ratio = a / w if name == "osu_bw" else w / a
-    unit = "MB/s" if name == "osu_bw" else "us"
-    print(f"| {name} | {a} {unit} | {w} {unit} | {ratio:.2f} |")
+    for i, k in enumerate((4, 6, 8)):
+        runs[f[2]][i].append(float(f[k]))
+print("| benchmark | without (median) | serialized, no layer | with the layer | with / without | with / serialized |")
+print("|---|---|---|---|---|---|")
+for name, (without, serialized, with_) in runs.items():
+    a, s, w = (statistics.median(v) for v in (without, serialized, with_))
+    if name == "osu_bw":
+        r1, r2, unit = a / w, s / w, "MB/s"
+    else:
+        r1, r2, unit = w / a, w / s, "us"
+    print(f"| {name} | {a} {unit} | {s} {unit} | {w} {unit} | {r1:.2f} | {r2:.2f} |")
 PY

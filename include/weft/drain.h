@@ -160,6 +160,12 @@ weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arriv
 weft_status_t weft_drain_enter(weft_context_t ctx);
 weft_status_t weft_drain_leave(weft_context_t ctx);
 weft_status_t weft_drain_yield(weft_context_t ctx);
+/* 1 while a drain is closing the gate and the calling thread (inside, not
+ * blocked in a receive) should step out through weft_drain_yield; else 0
+ * (also for a null or finalized context). A load and a branch: a stack
+ * whose waits hold a lock its drain hooks need tests this between polls
+ * and lets go of the lock only when it says 1. */
+int weft_drain_closing(weft_context_t ctx);
 
 /* Run by the drain thread while no application thread is inside. progress:
  * advance the stack (its open collectives). buffer: take every arrived

@@ -916,6 +916,8 @@ TEST(DrainBadInput, ClearStatuses) {
     EXPECT_EQ(weft_drain_wait(ctx, 0, 10, &res), WEFT_ERR_INVALID_ARG);
     EXPECT_EQ(weft_drain_wait(ctx, drains_done + 1000, 10, &res), WEFT_ERR_TIMEOUT) << "a drain nobody asked for";
     EXPECT_EQ(weft_drain_set_callback(nullptr, nullptr, nullptr), WEFT_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(weft_drain_closing(nullptr), 0);
+    EXPECT_EQ(weft_drain_closing(ctx), 0) << "no drain is closing the gate";
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
  *   mpiexec -n 4 mpi_layer_api fail     failure notices beside MPI
  *   mpiexec -n 4 mpi_layer_api bcast5 MARK   the seed's 5th-bcast example
  *                                       (MARK: a file path rank 0 creates)
+ *   mpiexec -n 4 mpi_layer_api waiting  a drain while rank 0 waits in
+ *                                       MPI_Recv with an untested collective
  *
  * Without arguments: every rank registers a quiescent-point callback and
  * calls weft_mpi_drain (collective): one drain, the same on every rank, and
@@ -202,6 +204,55 @@ static int failure_notice(int rank, int size) {
     return !all_ok;
 }
 
+/* A drain while rank 0 waits in MPI_Recv with an MPI_Ibarrier it has not
+ * tested (it completes inside MPI: the others wait for it). Rank 0's thread
+ * keeps the layer's lock from test to test while nothing needs it; the
+ * drain must still take it out (weft_drain_closing), run its hooks, and
+ * reach a quiescent point before the message rank 0 waits for is sent.
+ * Without the step out the drain would wait for rank 0's program, which
+ * waits for the drain. */
+static int quiescent_calls; /* callback runs here */
+static void count_calls(void* arg, const weft_drain_result_t* r) {
+    (void)arg;
+    (void)r;
+    __atomic_add_fetch(&quiescent_calls, 1, __ATOMIC_RELEASE);
+}
+
+static int drain_while_waiting(int rank) {
+    weft_mpi_set_quiescent_callback(count_calls, NULL);
+    MPI_Request barrier;
+    MPI_Ibarrier(MPI_COMM_WORLD, &barrier);
+    int word = 0, bad = 0;
+    if (rank == 0) {
+        MPI_Recv(&word, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (__atomic_load_n(&quiescent_calls, __ATOMIC_ACQUIRE) < 1 || word != 77) {
+            fprintf(stderr, "layer_api: rank 0: received %d with %d quiescent callback(s) before it\n", word,
+                    quiescent_calls);
+            bad = 1;
+        }
+        MPI_Wait(&barrier, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Wait(&barrier, MPI_STATUS_IGNORE);
+        uint64_t number = 0;
+        if (rank == 1 && weft_mpi_drain_request(&number) != WEFT_OK) bad = 1;
+        const double start = now_ms();
+        while (__atomic_load_n(&quiescent_calls, __ATOMIC_ACQUIRE) < 1) { /* outside MPI */
+            if (now_ms() - start > 20000) {
+                fprintf(stderr,
+                        "layer_api: rank %d: no quiescent point in 20 s while rank 0 waits in MPI_Recv with a "
+                        "finished, untested MPI_Ibarrier\n",
+                        rank);
+                bad = 1;
+                break;
+            }
+        }
+        word = 77;
+        if (rank == 1) MPI_Send(&word, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
+    }
+    weft_mpi_set_quiescent_callback(NULL, NULL);
+    return bad;
+}
+
 int main(int argc, char** argv) {
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
@@ -222,6 +273,15 @@ int main(int argc, char** argv) {
         int any = 0;
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (rank == 0) printf("layer_api: a drain asked for inside the 5th bcast: %s\n", any ? "FAILED" : "ok");
+        MPI_Finalize();
+        return any;
+    }
+    if (argc > 1 && strcmp(argv[1], "waiting") == 0) {
+        const int bad = drain_while_waiting(rank);
+        int any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("layer_api: a drain while a rank waits with an untested collective: %s\n", any ? "FAILED" : "ok");
         MPI_Finalize();
         return any;
     }
