@@ -105,11 +105,12 @@ Status live_clock(weft_drain_clock_t c, const char* fn) {
     return WEFT_FAIL(WEFT_ERR_INVALID_ARG, "%s: clock is NULL or freed", fn);
 }
 
-Status live_ctx(weft_context_t ctx, const char* fn) {
+// A live context whose group layer is up, and its drain port.
+Status live_port(weft_context_t ctx, weft::group::DrainPort*& port, const char* fn) {
     weft::Runtime* rt = nullptr;
     if (Status st = weft::api::live(ctx, rt, fn)) return st;
-    if (!weft::group::drain_port_of(*rt))
-        return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
+    port = weft::group::drain_port_of(*rt);
+    if (!port) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", fn);
     return WEFT_OK;
 }
 
@@ -119,7 +120,8 @@ extern "C" {
 
 weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ranks, uint32_t n, int32_t tag,
                                       weft_drain_clock_t* clock) {
-    if (Status st = live_ctx(ctx, __func__)) return st;
+    weft::group::DrainPort* port = nullptr;
+    if (Status st = live_port(ctx, port, __func__)) return st;
     if (Status st = weft::api::not_null(clock, "clock", __func__)) return st;
     *clock = nullptr;
     weft_comm_t world = nullptr, comm = nullptr;
@@ -130,7 +132,7 @@ weft_status_t weft_drain_clock_create(weft_context_t ctx, const uint32_t* job_ra
     auto* c = new weft_drain_clock;
     c->ctx = ctx;
     c->comm = comm;
-    c->port = weft::group::drain_port_of(*weft::runtime_of(ctx));
+    c->port = port;
     *clock = c;
     return WEFT_OK;
 }
@@ -177,18 +179,16 @@ weft_status_t weft_drain_commit_finish(weft_drain_clock_t clock) {
 }
 
 weft_status_t weft_drain_count(weft_context_t ctx, uint64_t sent, uint64_t arrived) {
-    weft::Runtime* rt = nullptr;
-    if (Status st = weft::api::live(ctx, rt, __func__)) return st;
-    weft::group::DrainPort* port = weft::group::drain_port_of(*rt);
-    if (!port) return WEFT_FAIL(WEFT_ERR_NOT_INITIALIZED, "%s: context is null or finalized", __func__);
-    weft::RuntimeLock lock(*rt);
+    weft::group::DrainPort* port = nullptr;
+    if (Status st = live_port(ctx, port, __func__)) return st;
+    weft::RuntimeLock lock(*ctx->rt);
     port->count_external(sent, arrived);
     return WEFT_OK;
 }
 
 // The gate's calls need a live context, not its drain port: they check
 // only the handle (a stack brackets every call into MPI with them, so the
-// layer lookup of live_ctx would be paid several times per message).
+// layer lookup of live_port would be paid several times per message).
 weft_status_t weft_drain_enter(weft_context_t ctx) {
     weft::Runtime* rt = nullptr;
     if (Status st = weft::api::live(ctx, rt, __func__)) return st;
@@ -215,7 +215,7 @@ weft_status_t weft_drain_yield(weft_context_t ctx) {
 int weft_drain_closing(weft_context_t ctx) {
     // No log for a dead context: this is polled, and the next
     // weft_drain_yield reports it.
-    return weft::runtime_of(ctx) && weft::gate::closing() && !weft::gate::blocked_here() ? 1 : 0;
+    return weft::runtime_of(ctx) && weft::gate::should_step_out() ? 1 : 0;
 }
 
 weft_status_t weft_drain_set_hooks(weft_context_t ctx, const weft_drain_hooks_t* hooks) {

@@ -85,10 +85,13 @@ void set_blocked(bool on);
 // in at the same depth, through the door. Both are no-ops for the owner.
 uint32_t step_out();
 void step_in(uint32_t depth);
+// A drain is closing the gate and this thread (not blocked in a receive,
+// which the drain releases itself) must step out (weft_drain_closing).
+inline bool should_step_out() { return __builtin_expect(closing(), 0) && !blocked_here(); }
 // Between polls of a blocking wait: if a drain is closing the gate, step
 // out until it opens again.
 inline void yield_if_closing() {
-    if (__builtin_expect(closing(), 0) && !blocked_here()) step_in(step_out());
+    if (should_step_out()) step_in(step_out());
 }
 
 // The drain: close() returns when no other thread is inside; the caller

@@ -110,11 +110,7 @@ while kill -0 $job 2>/dev/null; do
         # when a rank had exited, HPCC once when none had yet). Signal it
         # only while every rank runs and none has entered MPI_Finalize (the
         # layer creates DIR/finalizing.RANK there).
-        if ls "$tmp/pids"/finalizing.* >/dev/null 2>&1; then
-            sleep 0.05
-            continue
-        fi
-        if [ "$(ranks_running "$1")" -lt "$RANKS" ]; then
+        if ls "$tmp/pids"/finalizing.* >/dev/null 2>&1 || [ "$(ranks_running "$1")" -lt "$RANKS" ]; then
             sleep 0.05
             continue
         fi
