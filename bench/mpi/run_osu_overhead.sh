@@ -36,24 +36,9 @@ for r in $(seq 1 "${ROUNDS:-5}"); do
         without=$(value "$OSU/$prog" "${args[@]}")
         serialized=$(value -x "LD_PRELOAD=$SHIM" "$OSU/$prog" "${args[@]}")
         with=$(value -x "LD_PRELOAD=$LIB" "$OSU/$prog" "${args[@]}")
-        echo "round $r $(basename "$prog") without $without serialized $serialized with $with" | tee -a "$log"
+        echo "round $r $(basename "$prog") without $without serialized $serialized with $with"
+        echo "$(basename "$prog") $without $serialized $with" >>"$log"
     done
 done
 echo "uptime after: $(uptime)"
-python3 - "$log" <<'PY'
-import collections, statistics, sys
-runs = collections.defaultdict(lambda: ([], [], []))
-for line in open(sys.argv[1]):
-    f = line.split()
-    for i, k in enumerate((4, 6, 8)):
-        runs[f[2]][i].append(float(f[k]))
-print("| benchmark | without (median) | serialized, no layer | with the layer | with / without | with / serialized |")
-print("|---|---|---|---|---|---|")
-for name, (without, serialized, with_) in runs.items():
-    a, s, w = (statistics.median(v) for v in (without, serialized, with_))
-    if name == "osu_bw":
-        r1, r2, unit = a / w, s / w, "MB/s"
-    else:
-        r1, r2, unit = w / a, w / s, "us"
-    print(f"| {name} | {a} {unit} | {s} {unit} | {w} {unit} | {r1:.2f} | {r2:.2f} |")
-PY
+python3 "$(dirname "$0")/overhead_table.py" "$log"

@@ -2,9 +2,8 @@
  * serialized_init.c — a baseline for bench/mpi/run_osu_overhead.sh: an
  * LD_PRELOAD shim whose MPI_Init asks the MPI for MPI_THREAD_SERIALIZED,
  * the level libweft-mpi asks for (its drain thread calls MPI). Open MPI 4.1
- * takes its own locks above MPI_THREAD_SINGLE (an 8-byte ping-pong pays
- * ~45 ns of its ~430 ns half round trip here), so the layer's own cost is
- * what it adds to this.
+ * takes its own locks above MPI_THREAD_SINGLE (bench/RESULTS.md), so the
+ * layer's own cost is what it adds to this.
  */
 #include <mpi.h>
 
