@@ -318,7 +318,7 @@ Drain::Code Drain::settle(uint64_t attempt, Code from, Code to) {
 Drain::Code Drain::final_for(uint64_t dec, uint64_t attempt, bool p2p) {
     if ((dec >> 4) != attempt) return undecided;
     const Code c = Code(dec & 15);
-    if (c == failed || c == member_failed) return c;
+    if (c == failed || c == member_failed || c == refused) return c;
     if (p2p) return c == p2p_done ? c : undecided;
     return c == coll_done || c == retry ? c : undecided;
 }
@@ -339,6 +339,7 @@ Drain::Code Drain::must_end() {
         return member_failed;
     }
     if (stop_.load(std::memory_order_acquire)) return stopped;
+    if (port_.comms_across_jobs() != 0) return refused;
     if (deadline_.passed()) return failed;
     return undecided;
 }
@@ -522,7 +523,7 @@ void Drain::run_drain(uint64_t number) {
         // seen during the free run): end before closing anything. Settled in
         // the decision word too, for survivors whose detector is slower.
         code = must_end();
-        if (code == member_failed || code == failed) code = settle(attempt, undecided, code);
+        if (code == member_failed || code == failed || code == refused) code = settle(attempt, undecided, code);
         if (code == undecided) code = collective_attempt(attempt, res);
         if (code != retry) break;
         log_unconverged(attempt);
@@ -553,7 +554,10 @@ void Drain::run_drain(uint64_t number) {
         failed_rank_ = failed_member();
         if (failed_rank_ == UINT32_MAX) failed_rank_ = reported_failure();
     }
-    res.status = code == p2p_done ? WEFT_OK : code == member_failed ? WEFT_ERR_PEER_FAILED : WEFT_ERR_TIMEOUT;
+    res.status = code == p2p_done        ? WEFT_OK
+                 : code == member_failed ? WEFT_ERR_PEER_FAILED
+                 : code == refused       ? WEFT_ERR_UNSUPPORTED
+                                         : WEFT_ERR_TIMEOUT;
     res.failed_rank = code == member_failed ? failed_rank_ : UINT32_MAX;
     if (code == stopped) {
         WEFT_LOG(warn, "drain %llu abandoned: the context is finalizing", static_cast<unsigned long long>(number));
@@ -564,6 +568,11 @@ void Drain::run_drain(uint64_t number) {
         WEFT_LOG(error, "drain %llu ended without a quiescent point: rank %u failed%s%s%s; the job resumes",
                  static_cast<unsigned long long>(number), failed_rank_,
                  all.empty() ? "" : " (failed here: ", all.c_str(), all.empty() ? "" : ")");
+    } else if (code == refused) {
+        WEFT_LOG(error,
+                 "drain %llu refused: a rank of this job is in a communicator with members of another job "
+                 "(a drain spans one job: free it first); the job resumes",
+                 static_cast<unsigned long long>(number));
     } else if (code == failed) {
         WEFT_LOG(error, "drain %llu gave up after %llu ms (WEFT_DRAIN_TIMEOUT_MS) in its %s phase; the job resumes",
                  static_cast<unsigned long long>(number), static_cast<unsigned long long>(timeout_ns_ / 1000000),
@@ -847,7 +856,9 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
                         if ((dec >> 4) > attempt) attempts_total_ = dec >> 4;
                         return retry;
                     }
-                    if (const Code c = final_for(dec, attempt, false); c == failed || c == member_failed) return c;
+                    if (const Code c = final_for(dec, attempt, false);
+                        c == failed || c == member_failed || c == refused)
+                        return c;
                     if (const Code why = must_end(); why != undecided)
                         return why == stopped ? why : settle(attempt, undecided, why);
                     if (deadline.passed()) {

@@ -54,7 +54,9 @@ public:
 private:
     // Outcomes of an attempt, settled in the decision word. failed: the
     // drain's deadline passed (WEFT_ERR_TIMEOUT); member_failed: a member
-    // failed or left (WEFT_ERR_PEER_FAILED). stopped is never written
+    // failed or left (WEFT_ERR_PEER_FAILED); refused: a member is in a
+    // communicator across jobs (WEFT_ERR_UNSUPPORTED: a drain spans one
+    // job, and that communicator's traffic is in no job's sums). stopped is never written
     // there: this rank is finalizing and leaves the drain alone.
     enum Code : uint64_t {
         undecided = 0,
@@ -63,7 +65,8 @@ private:
         p2p_done = 3,
         failed = 4,
         member_failed = 5,
-        stopped = 6
+        stopped = 6,
+        refused = 7
     };
     enum Phase : uint64_t { phase_collective = 1, phase_p2p = 2 };
 

@@ -277,7 +277,7 @@ Status check_reduce(const Comm& c, const void* sendbuf, void* recvbuf, size_t co
 Status survivor_root(const Comm& c, uint32_t& root, const char* fn) {
     if (root >= c.size)
         return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: root %u outside a communicator of %u", fn, root, c.size);
-    const int32_t j = c.survivors->rank_of_job(c.members[root]);
+    const int32_t j = c.survivors->rank_of_peer(c.members[root]);
     if (j < 0) return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "%s: root %u has failed (it is in G)", fn, root);
     root = static_cast<uint32_t>(j);
     return WEFT_OK;
@@ -330,7 +330,7 @@ Status allgather_common(weft_comm_t comm, const void* sendbuf, size_t count, int
             scatter->out = static_cast<uint8_t*>(recvbuf);
             scatter->bytes = bytes;
             for (uint32_t j = 0; j < s.size; ++j)
-                scatter->place.push_back(static_cast<uint32_t>(c->rank_of_job(s.members[j])));
+                scatter->place.push_back(static_cast<uint32_t>(c->rank_of_peer(s.members[j])));
             const void* mine = sendbuf == WEFT_IN_PLACE ? scatter->out + c->rank * bytes : sendbuf;
             Status st2 = eng.coll().allgather_start(s, mine, bytes, scatter->scratch.data(), r);
             if (st2 != WEFT_OK) return st2;
@@ -666,7 +666,24 @@ weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_
         if (rank >= c->size)
             return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "weft_comm_job_rank: rank %u outside a communicator of %u", rank,
                              c->size);
+        const weft::PeerInfo& p = c->engine->rt().peer(c->members[rank]);
+        if (c->members[rank] >= c->engine->rt().size())
+            return WEFT_FAIL(WEFT_ERR_INVALID_RANK,
+                             "weft_comm_job_rank: rank %u is rank %u of job %u, not of this job (weft_comm_proc)", rank,
+                             p.rank, p.job);
         *job_rank = c->members[rank];
+        return WEFT_OK;
+    });
+}
+
+weft_status_t weft_comm_proc(weft_comm_t comm, uint32_t rank, weft_proc_t* proc) {
+    const char* fn = __func__;
+    return on_comm(comm, fn, [&](Comm* c) -> Status {
+        if (Status st = weft::api::not_null(proc, "proc", fn)) return st;
+        if (rank >= c->size)
+            return WEFT_FAIL(WEFT_ERR_INVALID_RANK, "%s: rank %u outside a communicator of %u", fn, rank, c->size);
+        const weft::PeerInfo& p = c->engine->rt().peer(c->members[rank]);
+        *proc = weft_proc_t{p.job, p.rank};
         return WEFT_OK;
     });
 }
@@ -675,7 +692,9 @@ weft_status_t weft_comm_clock_slot(weft_comm_t comm, uint32_t* slot) {
     const char* fn = __func__;
     return on_comm(comm, fn, [&](Comm* c) -> Status {
         if (Status st = weft::api::not_null(slot, "slot", fn)) return st;
-        if (c->slot == weft::group::no_slot) return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_comm_clock_slot: no slot");
+        if (c->slot == weft::group::no_slot)
+            return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "weft_comm_clock_slot: no slot%s",
+                             c->spans_jobs ? " (a communicator across jobs has none)" : "");
         *slot = c->slot;
         return WEFT_OK;
     });

@@ -163,7 +163,7 @@ void Collectives::fail_on(const Comm& c, Status st) {
 
 void Collectives::fail_with_member(uint32_t peer, Status st) {
     for (Request* r : active_colls_)
-        if (!r->done && r->comm->rank_of_job(peer) >= 0) r->sched->fail(st);
+        if (!r->done && r->comm->rank_of_peer(peer) >= 0) r->sched->fail(st);
 }
 
 // ---------------------------------------------------------- building

@@ -96,7 +96,10 @@ struct Comm {
     uint64_t id = 0;
     uint32_t rank = 0;
     uint32_t size = 0;
-    std::vector<uint32_t> members;    // comm rank -> job rank
+    // comm rank -> peer index (transport/runtime.hpp): a member of this
+    // job is its job rank; a member of another job of the launch (a process
+    // group's communicator, group/pgroup.cpp) is past rt.size().
+    std::vector<uint32_t> members;
     std::vector<uint32_t> slots;      // comm rank -> its clock slot
     std::vector<uint16_t> slot_uses;  // comm rank -> the use of that slot (clock_use_bits)
     uint32_t slot = 0;                // ours
@@ -113,6 +116,12 @@ struct Comm {
     bool freeing = false;           // user freed it; the release barrier runs
     bool slots_known = true;  // every member's clock slot is known (create_from_ranks: after its first collective)
     bool world = false;
+    // A member of another job: the communicator has no clock slot and runs
+    // its collectives as message schedules (the state, flag and bulk
+    // windows span one job), its messages stay out of the job's drain
+    // counters, and a drain refuses while it lives (drain/: the drain spans
+    // one job). See docs/groups.md, "Communicators across jobs".
+    bool spans_jobs = false;
     // The Collective Clock of an external stack's communicator
     // (weft_drain_clock_create): the stack's, so a checkpoint leaves it out
     // and the stack makes it again before a restart (group/snapshot.cpp).
@@ -124,7 +133,7 @@ struct Comm {
     CommShell* handle = nullptr;  // its C handle's shell (comm_handle.hpp); null for internal ones
     MatchQueue p2p, coll, create;
 
-    int32_t rank_of_job(uint32_t job_rank) const;
+    int32_t rank_of_peer(uint32_t peer) const;
 };
 
 // This rank's word at `off` of its pinned state window, for

@@ -16,6 +16,8 @@ DrainPort* drain_port_of(Runtime& rt) {
 
 uint16_t DrainPort::slot_use(uint32_t slot) const { return eng_.registry().slot_use(slot); }
 
+uint32_t DrainPort::comms_across_jobs() const { return eng_.registry().spanning_jobs(); }
+
 std::vector<DrainPort::ClockRecord> DrainPort::clock_records() const {
     std::vector<ClockRecord> out;
     for (const auto& c : eng_.registry().comms()) {

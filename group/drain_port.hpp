@@ -81,6 +81,9 @@ public:
         std::vector<uint32_t> slots;    // their slots
     };
     std::vector<ClockRecord> clock_records() const;
+    // Live communicators with a member of another job (any thread): they
+    // have no clock and their traffic is in no sum, so a drain refuses.
+    uint32_t comms_across_jobs() const;
     // How often this rank took the slot (its target's use field).
     uint16_t slot_use(uint32_t slot) const;
 

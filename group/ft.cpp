@@ -262,7 +262,8 @@ void Ft::handle(const Msg& m) {
     // Belt and braces on top of the transport's fencing (which starts only
     // once the failure is dispatched): a declared process has no say.
     if (rt_.peer_failed(m.from_peer)) return;
-    if (h.from_rank >= rt_.size() || h.nvalue > 1 + rt_.size() / 64 + 1 || h.nacc > 1 + rt_.size() / 64 + 1) {
+    const uint32_t most = rt_.universe_size();  // a communicator across jobs has up to every process
+    if (h.from_rank >= most || h.nvalue > 1 + most / 64 + 1 || h.nacc > 1 + most / 64 + 1) {
         WEFT_LOG(error, "ft message from peer %u names rank %u with %u+%u words: corrupted", m.from_peer, h.from_rank,
                  h.nvalue, h.nacc);
         return;

@@ -242,8 +242,12 @@ void P2p::unregister_queues(Comm* c) {
     if (c->revoked) revoked_gone_.insert(c->id);
 }
 
-void P2p::count_p2p(Comm& c, uint64_t ctx_bits, bool sent) {
+void P2p::count_p2p(Comm& c, uint32_t peer, uint64_t ctx_bits, bool sent) {
     if (ctx_bits & coll_bit) return;  // collectives' own traffic is the Collective Clock's business
+    // A message to or from another job's process is in neither job's sums
+    // (a drain spans one job; it refuses while a communicator across jobs
+    // lives): counted at one end only, it would unbalance them for good.
+    if (peer >= rt_.size()) return;
     // Creation handshakes (create_bit) are not collectives: the drain must
     // see them in transit like any message, so they count per rank.
     bump(sent ? WEFT_STATE_P2P_SENT_OFF : WEFT_STATE_P2P_RECEIVED_OFF);
@@ -266,7 +270,7 @@ Status P2p::send_now(Comm& c, const void* buf, size_t bytes, uint32_t dest, int3
     if (rt_.peer_failed(peer))
         return WEFT_FAIL(WEFT_ERR_PEER_FAILED, "send: rank %u (job rank %u) has failed", dest, peer);
     const MsgHeader h{c.id, static_cast<int32_t>(c.rank), tag, bytes, 0, 0, eager, 0};
-    count_p2p(c, 0, true);
+    count_p2p(c, peer, 0, true);
     uint8_t msg[sizeof(MsgHeader) + stack_eager];
     std::memcpy(msg, &h, sizeof h);
     if (bytes) std::memcpy(msg + sizeof h, buf, bytes);
@@ -300,7 +304,7 @@ Status P2p::isend(Comm& c, uint64_t ctx_bits, const void* buf, size_t bytes, uin
         arm(*r);
         h.cookie = r->cookie;
     }
-    count_p2p(c, ctx_bits, true);
+    count_p2p(c, peer, ctx_bits, true);
     Status st;
     if (rendezvous) {
         st = rt_.backend().expose(buf, bytes, r->exposed);
@@ -498,7 +502,7 @@ void P2p::on_msg(void* arg, uint32_t source_peer, const void* payload, size_t le
 void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body, size_t body_len) {
     const bool ok_kind = h.kind == eager || h.kind == eager_sync || is_rts(h.kind);
     const bool ok_len = is_rts(h.kind) ? body_len == h.key_len : body_len == h.len;
-    if (!ok_kind || !ok_len || h.src < 0 || source_peer >= rt_.size()) {
+    if (!ok_kind || !ok_len || h.src < 0 || source_peer >= rt_.universe_size()) {
         WEFT_LOG(error, "dropped a malformed message from peer %u (kind %u, %zu body bytes for %llu)", source_peer,
                  h.kind, body_len, static_cast<unsigned long long>(h.len));
         return;
@@ -513,7 +517,7 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
                      static_cast<unsigned long long>(c->id), h.src, source_peer);
             return;
         }
-        count_p2p(*c, h.context & (coll_bit | create_bit), false);
+        count_p2p(*c, source_peer, h.context & (coll_bit | create_bit), false);
         q = cit->second.queue;
         if (is_rts(h.kind) && (h.context & coll_bit) && has_failed_member(*c)) {
             // Its collective fails here too: never pulled, so answer now
@@ -532,7 +536,7 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
         // all the same (its sender counted it: the drain's sums must see
         // it here too), and a rendezvous sender waits for an answer
         // (P2p::revoke_pending): refuse it.
-        if (!(h.context & coll_bit)) bump(WEFT_STATE_P2P_RECEIVED_OFF);
+        if (!(h.context & coll_bit) && source_peer < rt_.size()) bump(WEFT_STATE_P2P_RECEIVED_OFF);
         if (is_rts(h.kind)) queue_refusal(source_peer, h.cookie, WEFT_ERR_REVOKED);
         WEFT_LOG(debug, "dropped a message from job rank %u for communicator %llx, freed here after its revoke",
                  source_peer, static_cast<unsigned long long>(h.context));
@@ -541,7 +545,7 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
         q = queue_for(h.context);  // not created here yet: kept for when it is
         // It has arrived: the drain's global sums must see it now, not when
         // the communicator is created here.
-        if (!(h.context & coll_bit)) bump(WEFT_STATE_P2P_RECEIVED_OFF);
+        if (!(h.context & coll_bit) && source_peer < rt_.size()) bump(WEFT_STATE_P2P_RECEIVED_OFF);
     }
     Unexpected u;
     u.src = h.src;
@@ -656,7 +660,7 @@ void P2p::peer_gone(uint32_t peer, bool departed) {
     }
     // Receives naming it and sends waiting for its reply can never finish.
     for (auto& c : eng_.registry().comms()) {
-        const int32_t cr = c->rank_of_job(peer);
+        const int32_t cr = c->rank_of_peer(peer);
         if (cr < 0) continue;
         // Every collective on it fails, here and at its other members: no
         // rendezvous announced for one will be pulled (Schedule::fail).

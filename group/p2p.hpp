@@ -257,7 +257,7 @@ private:
     Status do_pull(Request& r, const Unexpected& u);
     void queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind = done_reply, Status why = WEFT_OK);
     void queue_refusal(uint32_t peer, uint64_t cookie, Status why) { queue_reply(peer, cookie, refused, why); }
-    void count_p2p(Comm& c, uint64_t ctx_bits, bool sent);
+    void count_p2p(Comm& c, uint32_t peer, uint64_t ctx_bits, bool sent);
     void bump(uint64_t off);
 
     Engine& eng_;

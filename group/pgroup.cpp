@@ -734,16 +734,10 @@ Status ProcessGroups::make_comm(const std::string& name, Comm*& out) {
     if (!g->context_id)
         return WEFT_FAIL(WEFT_ERR_NOT_FOUND, "%s: group %s has no context ID (construct it with ASSIGN_CONTEXT_ID)", fn,
                          name.c_str());
+    // A communicator's members are peer indices: this job's ranks, or
+    // another job's processes (Comm::spans_jobs).
     std::vector<uint32_t> members;
-    for (const Proc& p : g->members) {
-        // A communicator's members are ranks of this job (its peers and its
-        // state windows span one job): a group over several jobs is not one
-        // yet.
-        if (p.job != rt_.job())
-            return WEFT_FAIL(WEFT_ERR_UNSUPPORTED, "%s: group %s has members of job %u; a communicator spans one job",
-                             fn, name.c_str(), p.job);
-        members.push_back(p.rank);
-    }
+    for (const Proc& p : g->members) members.push_back(peer_of(p));
     // The group's context ID is the communicator's: bit 61 keeps it apart
     // from every ID a communicator creation makes.
     return eng_.registry().from_members(g->context_id, std::move(members), out);

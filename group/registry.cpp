@@ -1,10 +1,12 @@
 // registry.cpp — creating and freeing communicators.
 //
-// Context IDs are unique in the job without any shared counter: an ID is
-// (job rank of the new communicator's leader) << 32 | a number that leader
-// reserved for this creation. Every creation reserves a number on every
-// participant, so two creations never share one even when threads of one
-// rank create communicators concurrently. The world is 0.
+// Context IDs are unique in the launch without any shared counter: an ID
+// is (universe index of the new communicator's leader) << 32 | a number
+// that leader reserved for this creation. Every creation reserves a number
+// on every participant, so two creations never share one even when threads
+// of one rank create communicators concurrently. The world is 0 in every
+// job (a message on it from another job's process is refused: P2p::arrived
+// checks the sender against the members).
 //
 // Clock slots are chosen locally (the lowest free slot of the pinned state
 // window) and exchanged while the communicator is built, so a drain knows
@@ -18,9 +20,9 @@
 
 namespace weft::group {
 
-int32_t Comm::rank_of_job(uint32_t job_rank) const {
+int32_t Comm::rank_of_peer(uint32_t peer) const {
     for (uint32_t i = 0; i < size; ++i)
-        if (members[i] == job_rank) return static_cast<int32_t>(i);
+        if (members[i] == peer) return static_cast<int32_t>(i);
     return -1;
 }
 
@@ -144,6 +146,10 @@ void Registry::assign_slot(Comm& c, uint32_t slot) {
 // Every member's slot word (UINT64_MAX: it has none) into c; BUSY if one has
 // none, the same answer on every member.
 Status Registry::apply_slot_words(Comm& c, const std::vector<uint64_t>& words) {
+    if (c.spans_jobs) {  // no slots across jobs: nothing to learn
+        c.slots_known = true;
+        return WEFT_OK;
+    }
     bool full = false;
     for (uint32_t i = 0; i < c.size; ++i) {
         if (words[i] == UINT64_MAX)
@@ -180,7 +186,16 @@ Status Registry::make_comm(uint64_t id, std::vector<uint32_t> members, std::vect
     c->slots = std::move(slots);
     c->slot_uses = std::move(slot_uses);
     c->slot = no_slot;
-    c->rank = static_cast<uint32_t>(c->rank_of_job(rt_.rank()));
+    c->rank = static_cast<uint32_t>(c->rank_of_peer(rt_.rank()));
+    c->spans_jobs = std::any_of(c->members.begin(), c->members.end(), [&](uint32_t p) { return p >= rt_.size(); });
+    if (c->spans_jobs) {
+        // No clock slot across jobs (Comm::spans_jobs): the one a creation
+        // took for it goes back, and no member's is known.
+        spanning_jobs_.fetch_add(1, std::memory_order_acq_rel);
+        if (my_slot != no_slot) give_back_slot(my_slot);
+        my_slot = no_slot;
+        std::fill(c->slots.begin(), c->slots.end(), no_slot);
+    }
     if (my_slot != no_slot) assign_slot(*c, my_slot);
     eng_.p2p().register_queues(c.get());
     out = c.get();
@@ -254,7 +269,8 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
         uses.push_back(w == slot_later ? 0 : static_cast<uint16_t>(uint64_t(w) >> 32));
     }
     const uint32_t leader = order.front();
-    const uint64_t id = (uint64_t(parent.members[leader]) << 32) | (uint64_t(all[4 * leader + 2]) & 0xffffffffull);
+    const uint64_t id = (uint64_t(rt_.peer(parent.members[leader]).universe_index) << 32) |
+                        (uint64_t(all[4 * leader + 2]) & 0xffffffffull);
     if (made_.size() == kept_splits) made_.pop_front();
     made_.push_back({SplitKey{parent.id, seq}, id});
     if (!later) return make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out);
@@ -287,6 +303,20 @@ Status Registry::make_exchanging_slots(uint64_t id, std::vector<uint32_t> member
     Comm* c = nullptr;
     Status st = make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, c);
     if (st != WEFT_OK) return st;
+    if (c->spans_jobs) {
+        // Across jobs there are no slots to exchange; the members still meet
+        // in a barrier, so that the call stays collective (it returns once
+        // every member made it, or fails on a dead one).
+        Request* r = nullptr;
+        st = eng_.coll().barrier_start(*c, r);
+        if (st == WEFT_OK) st = run_blocking(r);
+        if (st != WEFT_OK) {
+            discard_comm(*c);
+            return st;
+        }
+        out = c;
+        return WEFT_OK;
+    }
     c->slots_known = false;  // nobody can raise its target before this exchange
     if (slot == no_slot && wait_for_slot(slot, rt_.op_deadline())) assign_slot(*c, slot);
     const uint64_t my_word = slot == no_slot ? UINT64_MAX : slot_word(slot, slot_use(slot));
@@ -309,9 +339,9 @@ Status Registry::from_members(uint64_t id, std::vector<uint32_t> members, Comm*&
         if (c->id == id)
             return WEFT_FAIL(WEFT_ERR_BUSY, "communicator %llx exists here already (or is still being released)",
                              static_cast<unsigned long long>(id));
+    const size_t n = members.size();
     uint32_t slot = no_slot;
     if (!take_slot(slot)) slot = no_slot;  // one coming back is waited for on the new communicator
-    const size_t n = members.size();
     return make_exchanging_slots(id, std::move(members), std::vector<uint32_t>(n, 0), std::vector<uint16_t>(n, 0), slot,
                                  out);
 }
@@ -338,7 +368,7 @@ Status Registry::creation_start(Comm& parent, const uint32_t* ranks, uint32_t n,
     // The leader names the ID; the others learn it on the parent's
     // creation context, under the caller's tag.
     if (ranks[0] == parent.rank) {
-        k.id = (uint64_t(rt_.rank()) << 32) | (next_context_counter() & 0xffffffffull);
+        k.id = (uint64_t(rt_.self_universe()) << 32) | (next_context_counter() & 0xffffffffull);
         for (uint32_t i = 1; i < n; ++i) {
             Request* s = nullptr;
             Status st = eng_.p2p().isend(parent, create_bit, &k.id, sizeof k.id, ranks[i], tag, false, s);
@@ -464,6 +494,7 @@ void Registry::maybe_release_comm(Comm* c) {
         give_back_slot(c->slot);
     }
     if (c->handle) release_comm_shell(*c->handle);
+    if (c->spans_jobs) spanning_jobs_.fetch_sub(1, std::memory_order_acq_rel);
     WEFT_LOG(debug, "communicator %llx released", static_cast<unsigned long long>(c->id));
     if (release_hook_) release_hook_(release_hook_arg_, c->id);
     auto it = std::find_if(comms_.begin(), comms_.end(), [&](const auto& p) { return p.get() == c; });

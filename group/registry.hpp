@@ -3,9 +3,11 @@
 // non-blocking state machine) and their deferred free
 // (docs/communicators.md, "Communicators").
 //
-// Context IDs are unique in the job without any shared counter: an ID is
-// (job rank of the new communicator's leader) << 32 | a number that leader
-// reserved for this creation. Clock slots are chosen locally (the lowest
+// Context IDs are unique in the launch without any shared counter: an ID
+// is (universe index of the new communicator's leader) << 32 | a number
+// that leader reserved for this creation (the universe index, not the job
+// rank: a communicator across jobs has members of several jobs, and every
+// member must compute the same ID). Clock slots are chosen locally (the lowest
 // free slot of the pinned state window) and exchanged while the
 // communicator is built, so a drain knows where each member keeps this
 // communicator's clock.
@@ -19,6 +21,7 @@
 
 #include "group/comm.hpp"
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -42,10 +45,14 @@ public:
     Status dup(Comm& parent, Comm*& out);
     Status split(Comm& parent, int32_t color, int32_t key, Comm*& out);
     Status create_from_ranks(Comm& parent, const uint32_t* ranks, uint32_t n, int32_t tag, Comm*& out);
-    // A communicator over members (job ranks, in its rank order) under a
+    // A communicator over members (peer indices, in its rank order) under a
     // context ID they all already agree on (a process group's): collective
-    // over the members, who exchange clock slots on it.
+    // over the members, who exchange clock slots on it — or, across jobs,
+    // take none and only meet in a barrier (Comm::spans_jobs).
     Status from_members(uint64_t id, std::vector<uint32_t> members, Comm*& out);
+    // Live communicators with a member of another job (any thread: the
+    // drain refuses while there is one).
+    uint32_t spanning_jobs() const { return spanning_jobs_.load(std::memory_order_acquire); }
     // create_from_ranks in steps that never block (weft_comm_ishrink): start
     // it, then advance it from progress until it says it is done (`status`,
     // and `comm` on success); abandon it at a deadline. It must not move
@@ -154,6 +161,7 @@ private:
     Comm* world_ = nullptr;
     std::vector<std::unique_ptr<Comm>> comms_;
     uint64_t next_ctx_counter_ = 1;  // 0 is the world's
+    std::atomic<uint32_t> spanning_jobs_{0};
     std::vector<uint8_t> slot_used_;
     std::vector<uint16_t> slot_uses_;  // how often each slot was taken (mod 4095, never 0)
     void (*release_hook_)(void* arg, uint64_t comm_id) = nullptr;

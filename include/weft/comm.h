@@ -2,8 +2,10 @@
  * comm.h — communicators, tagged point-to-point and collectives (C ABI).
  *
  * A communicator is an ordered set of this job's ranks with a context ID
- * unique in the job and its own Collective-Clock record in the pinned state
- * window (weft/state_window.h). Messages on one communicator never match
+ * unique in the launch and its own Collective-Clock record in the pinned
+ * state window (weft/state_window.h). A process group's communicator
+ * (weft/group.h) may also hold other jobs' processes: it has no
+ * Collective-Clock record (weft_group_comm says what that changes). Messages on one communicator never match
  * receives on another. The rules are MPI's:
  *   - non-overtaking: two messages from one sender on one communicator that
  *     both match a receive are matched in the order they were sent;
@@ -89,9 +91,12 @@ weft_status_t weft_init_thread(weft_thread_level_t required, weft_thread_level_t
 weft_status_t weft_comm_world(weft_context_t ctx, weft_comm_t* world);
 weft_status_t weft_comm_rank(weft_comm_t comm, uint32_t* rank);
 weft_status_t weft_comm_size(weft_comm_t comm, uint32_t* size);
-/* Unique in the job for the life of the job (never reused). */
+/* Unique in the launch while comm lives (never reused; the world is 0 in
+ * every job). */
 weft_status_t weft_comm_context_id(weft_comm_t comm, uint64_t* id);
-/* The job rank of `rank` of comm. */
+/* The job rank of `rank` of comm. WEFT_ERR_INVALID_RANK for a member of
+ * another job (a process group's communicator, weft/group.h): ask
+ * weft_comm_proc for its job and rank. */
 weft_status_t weft_comm_job_rank(weft_comm_t comm, uint32_t rank, uint32_t* job_rank);
 /* The pinned-state-window slot holding comm's Collective-Clock record
  * (WEFT_STATE_CLOCK_OFF(slot, ...)) on this rank. */

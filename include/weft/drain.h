@@ -78,7 +78,9 @@ weft_status_t weft_drain_request(weft_context_t ctx, uint64_t* drain_number);
  * quiescent point; WEFT_ERR_PEER_FAILED when a member failed or left before
  * it (result->failed_rank names one; the drain ends as soon as this rank
  * or another knows, and every later drain of the job ends so at once);
- * WEFT_ERR_TIMEOUT when WEFT_DRAIN_TIMEOUT_MS passed. After a failed drain
+ * WEFT_ERR_TIMEOUT when WEFT_DRAIN_TIMEOUT_MS passed; WEFT_ERR_UNSUPPORTED
+ * when a rank of the job is in a communicator with members of another job
+ * (weft_group_comm; a drain spans one job). After a failed drain
  * the job goes on as after any drain (messages the drain buffered are
  * received as usual). docs/drain.md lists every case. */
 weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_t timeout_ms,

@@ -199,11 +199,18 @@ weft_status_t weft_proc_node(weft_context_t ctx, weft_proc_t proc, uint32_t* nod
  * the members in the group's order, its context ID the group's; point to
  * point, collectives, the drain's Collective Clock and the fault-tolerance
  * calls work on it. Free it (weft_comm_free) before destructing the group.
+ * Its members may come from several jobs of the launch: point to point,
+ * collectives, communicator creation and the fault-tolerance calls work
+ * across them; such a communicator has no Collective Clock, and a drain
+ * of a job with a member in one answers WEFT_ERR_UNSUPPORTED until it is
+ * freed (docs/groups.md, "Communicators across jobs").
  * WEFT_ERR_NOT_FOUND: no such group here, or it has no context ID
- * (construct with WEFT_GROUP_ASSIGN_CONTEXT_ID); WEFT_ERR_UNSUPPORTED: its
- * members come from more than this job (not yet); WEFT_ERR_BUSY: its
+ * (construct with WEFT_GROUP_ASSIGN_CONTEXT_ID); WEFT_ERR_BUSY: its
  * communicator exists already. */
 weft_status_t weft_group_comm(weft_context_t ctx, const char* name, weft_comm_t* comm);
+/* The job and job rank of `rank` of comm (any communicator; across jobs
+ * the only way to name another job's member). */
+weft_status_t weft_comm_proc(weft_comm_t comm, uint32_t rank, weft_proc_t* proc);
 
 /* ---------------------------------------------------------------- events */
 

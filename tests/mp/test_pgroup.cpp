@@ -61,6 +61,27 @@ std::vector<uint32_t> ranks_of(const std::vector<weft_proc_t>& v) {
     return r;
 }
 
+// Constructs group `name` over procs with a context ID, its members in
+// `order`, and makes it a communicator.
+void group_comm_in_order(const char* name, const std::vector<weft_proc_t>& procs, const std::vector<weft_proc_t>& order,
+                         weft_comm_t& out) {
+    weft_group_options_t o{};
+    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
+    o.final_order = order.data();
+    o.n_final_order = order.size();
+    ASSERT_EQ(weft_group_construct(ctx, name, procs.data(), procs.size(), &o), WEFT_OK);
+    ASSERT_EQ(weft_group_comm(ctx, name, &out), WEFT_OK);
+}
+
+// The same 64-bit value on every member of comm?
+bool same_on(weft_comm_t comm, uint64_t v) {
+    uint32_t n = 0;
+    EXPECT_EQ(weft_comm_size(comm, &n), WEFT_OK);
+    std::vector<uint64_t> all(n);
+    EXPECT_EQ(weft_allgather(comm, &v, 1, WEFT_UINT64, all.data()), WEFT_OK);
+    return std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == v; });
+}
+
 // The same 64-bit value on every rank of the world?
 bool same_everywhere(uint64_t v) {
     weft_comm_t w = nullptr;
@@ -586,13 +607,8 @@ TEST_F(Groups, GroupNamesInProcsAreExpanded) {
 TEST_F(Groups, GroupWithContextIdIsACommunicator) {
     auto procs = all_procs();
     std::vector<weft_proc_t> order(procs.rbegin(), procs.rend());
-    weft_group_options_t o{};
-    o.flags = WEFT_GROUP_ASSIGN_CONTEXT_ID;
-    o.final_order = order.data();
-    o.n_final_order = order.size();
-    ASSERT_EQ(weft_group_construct(ctx, "as-comm", procs.data(), procs.size(), &o), WEFT_OK);
     weft_comm_t gc = nullptr;
-    ASSERT_EQ(weft_group_comm(ctx, "as-comm", &gc), WEFT_OK);
+    ASSERT_NO_FATAL_FAILURE(group_comm_in_order("as-comm", procs, order, gc));
     uint32_t crank = 0, csize = 0;
     uint64_t cid = 0, gid = 0;
     ASSERT_EQ(weft_comm_rank(gc, &crank), WEFT_OK);
@@ -743,20 +759,28 @@ TEST_F(Groups, BadInputIsRefusedClearly) {
     EXPECT_EQ(WEFT_CAP_GROUP_FT, 1);
 }
 
+namespace {
+// Every process of the launch, which must have more than this job.
+void everyone_of_two_jobs(std::vector<weft_proc_t>& out) {
+    uint32_t universe = 0;
+    ASSERT_EQ(weft_universe_size(ctx, &universe), WEFT_OK);
+    ASSERT_GT(universe, size) << "run with two jobs: weft-run -n A mp_pgroup : -n B mp_pgroup";
+    for (uint32_t p = 0; p < universe; ++p) {
+        weft_proc_t q{};
+        ASSERT_EQ(weft_peer_identity(ctx, p, &q.job, &q.rank), WEFT_OK);
+        out.push_back(q);
+    }
+}
+}  // namespace
+
 // Two jobs of one launch (weft-run -n 2 mp_pgroup : -n 3 mp_pgroup): one
 // group over every process of both, with a context ID; each member sees
 // the other job's members and their info. Then the root of each job leads
 // and adds the rest of its own job (roots that know only each other).
 TEST(CrossJob, OneGroupOverTwoJobs) {
-    uint32_t universe = 0;
-    ASSERT_EQ(weft_universe_size(ctx, &universe), WEFT_OK);
-    ASSERT_GT(universe, size) << "run with two jobs: weft-run -n A mp_pgroup : -n B mp_pgroup";
     std::vector<weft_proc_t> everyone;
-    for (uint32_t p = 0; p < universe; ++p) {
-        weft_proc_t q{};
-        ASSERT_EQ(weft_peer_identity(ctx, p, &q.job, &q.rank), WEFT_OK);
-        everyone.push_back(q);
-    }
+    ASSERT_NO_FATAL_FAILURE(everyone_of_two_jobs(everyone));
+    const uint32_t universe = static_cast<uint32_t>(everyone.size());
     const weft_proc_t me{job(), rank};
     std::vector<uint8_t> info(16, uint8_t(me.job * 16 + me.rank));
     weft_group_options_t o{};
@@ -822,6 +846,162 @@ TEST(CrossJob, OneGroupOverTwoJobs) {
     }
     EXPECT_EQ(members("roots").size(), universe);
     EXPECT_EQ(weft_group_destruct(ctx, "roots", 0), WEFT_OK);
+}
+
+// A group over both jobs as a communicator (issue 15, item 4): its ranks
+// are the group's members, two jobs' processes; point to point (eager,
+// large, ANY_SOURCE), blocking and non-blocking collectives, a split into
+// communicators that still span both jobs, and agreement work on it. Its
+// messages stay out of each job's drain sums: while it lives a drain
+// answers UNSUPPORTED in both jobs, and once it is freed each job drains
+// to a quiescent point (which it could not if a cross-job message had been
+// counted at one end only).
+TEST(CrossJob, GroupAsCommunicator) {
+    std::vector<weft_proc_t> everyone;
+    ASSERT_NO_FATAL_FAILURE(everyone_of_two_jobs(everyone));
+    const uint32_t universe = static_cast<uint32_t>(everyone.size());
+    // Listed in an order other than the universe's: the second job first.
+    std::sort(everyone.begin(), everyone.end(), [](const weft_proc_t& a, const weft_proc_t& b) {
+        return a.job != b.job ? a.job > b.job : a.rank < b.rank;
+    });
+    const weft_proc_t me{job(), rank};
+    weft_comm_t c = nullptr;
+    ASSERT_NO_FATAL_FAILURE(group_comm_in_order("xcomm", everyone, everyone, c));
+    uint32_t n = 0, r = 0;
+    ASSERT_EQ(weft_comm_size(c, &n), WEFT_OK);
+    ASSERT_EQ(weft_comm_rank(c, &r), WEFT_OK);
+    ASSERT_EQ(n, universe);
+    // The communicator's ranks are the group's members, in its order.
+    for (uint32_t i = 0; i < n; ++i) {
+        weft_proc_t p{};
+        ASSERT_EQ(weft_comm_proc(c, i, &p), WEFT_OK);
+        EXPECT_EQ(p.job, everyone[i].job) << "rank " << i;
+        EXPECT_EQ(p.rank, everyone[i].rank) << "rank " << i;
+        uint32_t jr = 0;
+        EXPECT_EQ(weft_comm_job_rank(c, i, &jr), p.job == me.job ? WEFT_OK : WEFT_ERR_INVALID_RANK);
+        if (p.job == me.job) {
+            EXPECT_EQ(jr, p.rank);
+        }
+    }
+    EXPECT_EQ(everyone[r].job, me.job);
+    EXPECT_EQ(everyone[r].rank, me.rank);
+    weft_proc_t none{};
+    EXPECT_EQ(weft_comm_proc(c, n, &none), WEFT_ERR_INVALID_RANK);
+    EXPECT_EQ(weft_comm_proc(c, 0, nullptr), WEFT_ERR_INVALID_ARG);
+    uint32_t slot = 0;
+    EXPECT_EQ(weft_comm_clock_slot(c, &slot), WEFT_ERR_NOT_FOUND) << "no Collective Clock across jobs";
+    const uint64_t tag_of_me = uint64_t(me.job) * 1000 + me.rank;
+
+    // Point to point: a ring, eager and large (past any eager limit).
+    const uint32_t next = (r + 1) % n, prev = (r + n - 1) % n;
+    for (size_t bytes : {size_t(8), size_t(1) << 20}) {
+        std::vector<uint8_t> out(bytes, uint8_t(r + 1)), in(bytes, 0);
+        weft_request_t reqs[2] = {};
+        ASSERT_EQ(weft_irecv(c, in.data(), bytes, WEFT_BYTE, int32_t(prev), 7, &reqs[0]), WEFT_OK);
+        ASSERT_EQ(weft_isend(c, out.data(), bytes, WEFT_BYTE, next, 7, &reqs[1]), WEFT_OK);
+        weft_msg_status_t st[2] = {};
+        ASSERT_EQ(weft_request_waitall(2, reqs, st), WEFT_OK) << bytes << " bytes";
+        EXPECT_EQ(st[0].source, int32_t(prev));
+        EXPECT_EQ(st[0].bytes, bytes);
+        EXPECT_TRUE(std::all_of(in.begin(), in.end(), [&](uint8_t b) { return b == uint8_t(prev + 1); }))
+            << bytes << " bytes from rank " << prev;
+    }
+    // ANY_SOURCE: rank 0 (of the other job's leading order) hears from all.
+    if (r == 0) {
+        std::vector<int> heard(n, 0);
+        for (uint32_t k = 1; k < n; ++k) {
+            uint64_t v = 0;
+            weft_msg_status_t st{};
+            ASSERT_EQ(weft_recv(c, &v, 1, WEFT_UINT64, WEFT_ANY_SOURCE, 9, &st), WEFT_OK);
+            ASSERT_LT(uint32_t(st.source), n);
+            EXPECT_EQ(v, uint64_t(everyone[st.source].job) * 1000 + everyone[st.source].rank);
+            ++heard[st.source];
+        }
+        EXPECT_EQ(std::count(heard.begin() + 1, heard.end(), 1), int(n - 1));
+    } else {
+        ASSERT_EQ(weft_ssend(c, &tag_of_me, 1, WEFT_UINT64, 0, 9), WEFT_OK);
+    }
+
+    // Collectives: small and large allreduce, bcast from the last rank (the
+    // first job's), allgather, barrier, and their non-blocking forms.
+    uint64_t sum = 0, want = 0;
+    for (const auto& q : everyone) want += uint64_t(q.job) * 1000 + q.rank;
+    ASSERT_EQ(weft_allreduce(c, &tag_of_me, &sum, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(sum, want);
+    std::vector<double> big(1 << 16, double(r)), big_sum(1 << 16, 0);
+    ASSERT_EQ(weft_allreduce(c, big.data(), big_sum.data(), big.size(), WEFT_DOUBLE, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(big_sum.front(), double(n) * (n - 1) / 2);
+    EXPECT_EQ(big_sum.back(), double(n) * (n - 1) / 2);
+    std::vector<uint64_t> b(4096, r == n - 1 ? 0xabcdu : 0);
+    ASSERT_EQ(weft_bcast(c, b.data(), b.size(), WEFT_UINT64, n - 1), WEFT_OK);
+    EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](uint64_t x) { return x == 0xabcdu; }));
+    std::vector<uint64_t> all(n, 0);
+    ASSERT_EQ(weft_allgather(c, &tag_of_me, 1, WEFT_UINT64, all.data()), WEFT_OK);
+    for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(all[i], uint64_t(everyone[i].job) * 1000 + everyone[i].rank);
+    ASSERT_EQ(weft_barrier(c), WEFT_OK);
+    weft_request_t ib = nullptr, ia = nullptr;
+    uint64_t isum = 0;
+    ASSERT_EQ(weft_ibarrier(c, &ib), WEFT_OK);
+    ASSERT_EQ(weft_iallreduce(c, &tag_of_me, &isum, 1, WEFT_UINT64, WEFT_OP_SUM, &ia), WEFT_OK);
+    EXPECT_EQ(weft_request_wait(&ib, nullptr), WEFT_OK);
+    EXPECT_EQ(weft_request_wait(&ia, nullptr), WEFT_OK);
+    EXPECT_EQ(isum, want);
+
+    // Agreement across both jobs (weft/ft.h): the AND of every flag.
+    int flag = r == 1 ? 0 : 1;
+    ASSERT_EQ(weft_comm_agree(c, &flag), WEFT_OK);
+    EXPECT_EQ(flag, 0);
+
+    // A split by parity: both halves still span the jobs (ranks alternate
+    // between them only by chance; whatever they hold, the sums check it).
+    weft_comm_t half = nullptr;
+    ASSERT_EQ(weft_comm_split(c, int32_t(r % 2), int32_t(r), &half), WEFT_OK);
+    uint32_t hn = 0;
+    ASSERT_EQ(weft_comm_size(half, &hn), WEFT_OK);
+    EXPECT_EQ(hn, r % 2 ? n / 2 : (n + 1) / 2);
+    uint64_t hsum = 0, hwant = 0;
+    for (uint32_t i = r % 2; i < n; i += 2) hwant += uint64_t(everyone[i].job) * 1000 + everyone[i].rank;
+    ASSERT_EQ(weft_allreduce(half, &tag_of_me, &hsum, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(hsum, hwant);
+    uint64_t hid = 0;
+    ASSERT_EQ(weft_comm_context_id(half, &hid), WEFT_OK);
+    EXPECT_TRUE(same_on(half, hid)) << "a split's context ID is the same on every member, in both jobs";
+    ASSERT_EQ(weft_comm_free(&half), WEFT_OK);
+
+    // The drain spans one job: refused in both while the communicator lives.
+    // Drain numbers are job-wide: every rank waits for the same ones, and
+    // every rank gets the same outcome for each. A refused drain ends on each
+    // rank as soon as it knows (as one ended by a failure does), so rank 0
+    // asks for the next only once every rank of its job has this one's.
+    weft_comm_t world = nullptr;
+    ASSERT_EQ(weft_comm_world(ctx, &world), WEFT_OK);
+    uint64_t number = 0;
+    auto drain_once = [&] {
+        weft_drain_result_t res{};
+        ++number;
+        if (rank == 0) {
+            uint64_t asked = 0;
+            EXPECT_EQ(weft_drain_request(ctx, &asked), WEFT_OK);
+            EXPECT_EQ(asked, number);
+        }
+        const weft_status_t st = weft_drain_wait(ctx, number, 60000, &res);
+        EXPECT_EQ(res.status, st);
+        EXPECT_TRUE(same_on(world, uint64_t(st))) << "drain " << number << ": one outcome for the job";
+        return st;
+    };
+    EXPECT_EQ(drain_once(), WEFT_ERR_UNSUPPORTED) << "a drain while a communicator spans the jobs";
+    ASSERT_EQ(weft_comm_free(&c), WEFT_OK);
+    EXPECT_EQ(c, nullptr);
+    EXPECT_EQ(weft_group_destruct(ctx, "xcomm", 0), WEFT_OK);
+    // Freed (its release barrier may still be finishing here: a drain that
+    // starts before it does is refused again): each job now drains, and its
+    // sums balance — no message between the jobs was counted at one end.
+    weft_status_t st = WEFT_ERR_UNSUPPORTED;
+    for (int k = 0; k < 200 && st == WEFT_ERR_UNSUPPORTED; ++k) {
+        for (int i = 0; i < 100; ++i) weft_progress(ctx, nullptr);
+        st = drain_once();
+    }
+    EXPECT_EQ(st, WEFT_OK) << "job " << me.job << " did not drain once the communicator was freed";
 }
 
 // ---------------------------------------------------------------- faults
