@@ -273,8 +273,8 @@ void Ft::handle(const Msg& m) {
     if (h.nacc) std::memcpy(acc.data(), m.bytes.data() + sizeof h + 8ull * h.nvalue, 8ull * h.nacc);
 
     if (h.type == revoke_notice) {
-        WEFT_LOG(debug, "revoke notice for communicator %llx from job rank %u",
-                 static_cast<unsigned long long>(h.comm_id), m.from_peer);
+        WEFT_LOG(debug, "revoke notice for communicator %llx from peer %u", static_cast<unsigned long long>(h.comm_id),
+                 m.from_peer);
         for (auto& c : eng_.registry().comms())
             if (c->id == h.comm_id) {
                 if (!c->revoked) revoke(*c);

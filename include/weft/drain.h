@@ -85,7 +85,13 @@ weft_status_t weft_drain_request(weft_context_t ctx, uint64_t* drain_number);
  * received as usual). docs/drain.md lists every case. */
 weft_status_t weft_drain_wait(weft_context_t ctx, uint64_t drain_number, uint64_t timeout_ms,
                               weft_drain_result_t* result);
-/* Request and wait. */
+/* Request and wait: one rank's request, not a collective. Called by several
+ * ranks at once, they may get different drain numbers (a drain that has
+ * started is not joined), and a rank that returns from one and enters a
+ * collective leaves the others waiting for a drain that needs it to finish
+ * that collective: they wait until the drain's timeout. For a drain every
+ * rank asks for together, one rank requests and broadcasts the number, and
+ * every rank waits for it (weft_checkpoint does so). */
 weft_status_t weft_drain(weft_context_t ctx, weft_drain_result_t* result);
 
 /* Where one drain spent its time on this rank, and what it cost in one-sided

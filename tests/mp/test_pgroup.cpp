@@ -61,6 +61,13 @@ std::vector<uint32_t> ranks_of(const std::vector<weft_proc_t>& v) {
     return r;
 }
 
+// This process's rank in comm.
+uint32_t hr(weft_comm_t comm) {
+    uint32_t r = 0;
+    EXPECT_EQ(weft_comm_rank(comm, &r), WEFT_OK);
+    return r;
+}
+
 // Constructs group `name` over procs with a context ID, its members in
 // `order`, and makes it a communicator.
 void group_comm_in_order(const char* name, const std::vector<weft_proc_t>& procs, const std::vector<weft_proc_t>& order,
@@ -851,7 +858,8 @@ TEST(CrossJob, OneGroupOverTwoJobs) {
 // A group over both jobs as a communicator (issue 15, item 4): its ranks
 // are the group's members, two jobs' processes; point to point (eager,
 // large, ANY_SOURCE), blocking and non-blocking collectives, a split into
-// communicators that still span both jobs, and agreement work on it. Its
+// communicators that still span both jobs, agreement, revoke and shrink
+// work on it. Its
 // messages stay out of each job's drain sums: while it lives a drain
 // answers UNSUPPORTED in both jobs, and once it is freed each job drains
 // to a quiescent point (which it could not if a cross-job message had been
@@ -966,6 +974,35 @@ TEST(CrossJob, GroupAsCommunicator) {
     uint64_t hid = 0;
     ASSERT_EQ(weft_comm_context_id(half, &hid), WEFT_OK);
     EXPECT_TRUE(same_on(half, hid)) << "a split's context ID is the same on every member, in both jobs";
+    // Revoked by its first rank (of whichever job): a receive posted from
+    // the other job's side fails on every member, and a shrink of it
+    // rebuilds a working communicator over both jobs.
+    weft_request_t pending = nullptr;
+    uint64_t never = 0;
+    if (hn > 1 && hr(half) != 0) {
+        ASSERT_EQ(weft_irecv(half, &never, 1, WEFT_UINT64, 0, 11, &pending), WEFT_OK);
+    }
+    ASSERT_EQ(weft_barrier(c), WEFT_OK);
+    if (hr(half) == 0) {
+        ASSERT_EQ(weft_comm_revoke(half), WEFT_OK);
+    }
+    if (pending) {
+        EXPECT_EQ(weft_request_wait(&pending, nullptr), WEFT_ERR_REVOKED);
+    }
+    ASSERT_TRUE(progress_until(
+        [&] {
+            int revoked = 0;
+            return weft_comm_is_revoked(half, &revoked) == WEFT_OK && revoked == 1;
+        },
+        20.0))
+        << "the revoke did not reach this member";
+    EXPECT_EQ(weft_barrier(half), WEFT_ERR_REVOKED);
+    weft_comm_t shrunk = nullptr;
+    ASSERT_EQ(weft_comm_shrink(half, &shrunk), WEFT_OK);
+    uint64_t ssum = 0;
+    ASSERT_EQ(weft_allreduce(shrunk, &tag_of_me, &ssum, 1, WEFT_UINT64, WEFT_OP_SUM), WEFT_OK);
+    EXPECT_EQ(ssum, hwant) << "the shrunk communicator has every member of the half";
+    ASSERT_EQ(weft_comm_free(&shrunk), WEFT_OK);
     ASSERT_EQ(weft_comm_free(&half), WEFT_OK);
 
     // The drain spans one job: refused in both while the communicator lives.
