@@ -318,7 +318,7 @@ Drain::Code Drain::settle(uint64_t attempt, Code from, Code to) {
 Drain::Code Drain::final_for(uint64_t dec, uint64_t attempt, bool p2p) {
     if ((dec >> 4) != attempt) return undecided;
     const Code c = Code(dec & 15);
-    if (c == failed || c == member_failed || c == refused) return c;
+    if (ends_unquiet(c)) return c;
     if (p2p) return c == p2p_done ? c : undecided;
     return c == coll_done || c == retry ? c : undecided;
 }
@@ -523,7 +523,7 @@ void Drain::run_drain(uint64_t number) {
         // seen during the free run): end before closing anything. Settled in
         // the decision word too, for survivors whose detector is slower.
         code = must_end();
-        if (code == member_failed || code == failed || code == refused) code = settle(attempt, undecided, code);
+        if (ends_unquiet(code)) code = settle(attempt, undecided, code);
         if (code == undecided) code = collective_attempt(attempt, res);
         if (code != retry) break;
         log_unconverged(attempt);
@@ -856,9 +856,7 @@ Drain::Code Drain::observe_by_tree(uint64_t attempt, weft_drain_result_t& res, c
                         if ((dec >> 4) > attempt) attempts_total_ = dec >> 4;
                         return retry;
                     }
-                    if (const Code c = final_for(dec, attempt, false);
-                        c == failed || c == member_failed || c == refused)
-                        return c;
+                    if (const Code c = final_for(dec, attempt, false); ends_unquiet(c)) return c;
                     if (const Code why = must_end(); why != undecided)
                         return why == stopped ? why : settle(attempt, undecided, why);
                     if (deadline.passed()) {

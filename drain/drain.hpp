@@ -68,6 +68,9 @@ private:
         stopped = 6,
         refused = 7
     };
+    // The outcomes that end the drain without a quiescent point, whichever
+    // rank settled them.
+    static bool ends_unquiet(Code c) { return c == failed || c == member_failed || c == refused; }
     enum Phase : uint64_t { phase_collective = 1, phase_p2p = 2 };
 
     void run();

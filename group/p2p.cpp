@@ -242,12 +242,16 @@ void P2p::unregister_queues(Comm* c) {
     if (c->revoked) revoked_gone_.insert(c->id);
 }
 
+bool P2p::in_drain_sums(uint32_t peer, uint64_t ctx_bits) const {
+    // Collectives' own traffic is the Collective Clock's business. A message
+    // to or from another job's process is in neither job's sums (a drain
+    // spans one job; it refuses while a communicator across jobs lives):
+    // counted at one end only, it would unbalance them for good.
+    return !(ctx_bits & coll_bit) && peer < rt_.size();
+}
+
 void P2p::count_p2p(Comm& c, uint32_t peer, uint64_t ctx_bits, bool sent) {
-    if (ctx_bits & coll_bit) return;  // collectives' own traffic is the Collective Clock's business
-    // A message to or from another job's process is in neither job's sums
-    // (a drain spans one job; it refuses while a communicator across jobs
-    // lives): counted at one end only, it would unbalance them for good.
-    if (peer >= rt_.size()) return;
+    if (!in_drain_sums(peer, ctx_bits)) return;
     // Creation handshakes (create_bit) are not collectives: the drain must
     // see them in transit like any message, so they count per rank.
     bump(sent ? WEFT_STATE_P2P_SENT_OFF : WEFT_STATE_P2P_RECEIVED_OFF);
@@ -536,7 +540,7 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
         // all the same (its sender counted it: the drain's sums must see
         // it here too), and a rendezvous sender waits for an answer
         // (P2p::revoke_pending): refuse it.
-        if (!(h.context & coll_bit) && source_peer < rt_.size()) bump(WEFT_STATE_P2P_RECEIVED_OFF);
+        if (in_drain_sums(source_peer, h.context)) bump(WEFT_STATE_P2P_RECEIVED_OFF);
         if (is_rts(h.kind)) queue_refusal(source_peer, h.cookie, WEFT_ERR_REVOKED);
         WEFT_LOG(debug, "dropped a message from job rank %u for communicator %llx, freed here after its revoke",
                  source_peer, static_cast<unsigned long long>(h.context));
@@ -545,7 +549,7 @@ void P2p::arrived(uint32_t source_peer, const MsgHeader& h, const uint8_t* body,
         q = queue_for(h.context);  // not created here yet: kept for when it is
         // It has arrived: the drain's global sums must see it now, not when
         // the communicator is created here.
-        if (!(h.context & coll_bit) && source_peer < rt_.size()) bump(WEFT_STATE_P2P_RECEIVED_OFF);
+        if (in_drain_sums(source_peer, h.context)) bump(WEFT_STATE_P2P_RECEIVED_OFF);
     }
     Unexpected u;
     u.src = h.src;

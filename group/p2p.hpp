@@ -257,6 +257,9 @@ private:
     Status do_pull(Request& r, const Unexpected& u);
     void queue_reply(uint32_t peer, uint64_t cookie, ReplyKind kind = done_reply, Status why = WEFT_OK);
     void queue_refusal(uint32_t peer, uint64_t cookie, Status why) { queue_reply(peer, cookie, refused, why); }
+    // Whether a message to or from peer on a context with ctx_bits counts in
+    // the job's point-to-point sums that the drain compares.
+    bool in_drain_sums(uint32_t peer, uint64_t ctx_bits) const;
     void count_p2p(Comm& c, uint32_t peer, uint64_t ctx_bits, bool sent);
     void bump(uint64_t off);
 

@@ -269,8 +269,7 @@ Status Registry::split(Comm& parent, int32_t color, int32_t key, Comm*& out) {
         uses.push_back(w == slot_later ? 0 : static_cast<uint16_t>(uint64_t(w) >> 32));
     }
     const uint32_t leader = order.front();
-    const uint64_t id = (uint64_t(rt_.peer(parent.members[leader]).universe_index) << 32) |
-                        (uint64_t(all[4 * leader + 2]) & 0xffffffffull);
+    const uint64_t id = context_id(rt_.peer(parent.members[leader]).universe_index, uint64_t(all[4 * leader + 2]));
     if (made_.size() == kept_splits) made_.pop_front();
     made_.push_back({SplitKey{parent.id, seq}, id});
     if (!later) return make_comm(id, std::move(members), std::move(slots), std::move(uses), slot, out);
@@ -339,9 +338,9 @@ Status Registry::from_members(uint64_t id, std::vector<uint32_t> members, Comm*&
         if (c->id == id)
             return WEFT_FAIL(WEFT_ERR_BUSY, "communicator %llx exists here already (or is still being released)",
                              static_cast<unsigned long long>(id));
-    const size_t n = members.size();
     uint32_t slot = no_slot;
     if (!take_slot(slot)) slot = no_slot;  // one coming back is waited for on the new communicator
+    const size_t n = members.size();
     return make_exchanging_slots(id, std::move(members), std::vector<uint32_t>(n, 0), std::vector<uint16_t>(n, 0), slot,
                                  out);
 }
@@ -368,7 +367,7 @@ Status Registry::creation_start(Comm& parent, const uint32_t* ranks, uint32_t n,
     // The leader names the ID; the others learn it on the parent's
     // creation context, under the caller's tag.
     if (ranks[0] == parent.rank) {
-        k.id = (uint64_t(rt_.self_universe()) << 32) | (next_context_counter() & 0xffffffffull);
+        k.id = context_id(rt_.self_universe(), next_context_counter());
         for (uint32_t i = 1; i < n; ++i) {
             Request* s = nullptr;
             Status st = eng_.p2p().isend(parent, create_bit, &k.id, sizeof k.id, ranks[i], tag, false, s);

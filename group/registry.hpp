@@ -154,6 +154,10 @@ private:
     // A slot and its use in one word, as the members exchange them.
     static uint64_t slot_word(uint32_t slot, uint16_t use) { return slot | (uint64_t(use) << 32); }
     uint64_t next_context_counter() { return next_ctx_counter_++; }
+    // The ID a leader names with a number it reserved (the file's header).
+    static uint64_t context_id(uint32_t leader_universe, uint64_t number) {
+        return (uint64_t(leader_universe) << 32) | (number & 0xffffffffull);
+    }
     Status run_blocking(Request* r);
 
     Engine& eng_;
